@@ -1,0 +1,158 @@
+"""Attention families behind one contract, and the registry that finds them.
+
+The contract
+------------
+A family is one ``flax.nnx.Module`` class in its own file in this package, registered by name::
+
+    from attention import register
+
+    @register("myattn")
+    class MyAttention(nnx.Module):
+        def __init__(self, dim, num_heads, *, qkv_dim=None, causal=False, max_len=None,
+                     dropout=0.0, rngs, my_option=3): ...
+        def __call__(self, x, mask=None, *, deterministic=True): ...
+
+* ``x``: float[B, L, D] (float32 or bfloat16). ``mask``: bool[B, L], True = real token; ``None`` means
+  every position is real.
+* Returns float[B, L, D] in ``x.dtype``. Values at padded positions are unspecified; values at real
+  positions must not depend on anything at padded positions (no padding leak).
+* ``deterministic=False`` enables dropout (rng stream ``dropout``) and any random-feature redraw.
+* Options are keyword arguments with defaults; ``check_options`` validates user options against them.
+  A family without a causal mode does not declare ``causal`` (``build(..., causal=True)`` then fails).
+* Class attributes describe the family for the README table and the tests: ``paper`` (citation),
+  ``complexity`` (e.g. ``"O(L d^2)"``) and ``subquadratic`` (True if memory grows slower than L^2;
+  checked by tests/test_attention_memory.py).
+* Families whose core is a function of per-head q, k, v expose that pure function too
+  (e.g. ``softmax_kernel(q, k, v, mask=None, *, causal=False)``), with q, k, v float[B, L, H, Dh]
+  (the layout of ``jax.nn.dot_product_attention``) and ``mask`` bool[B, L] over keys.
+
+Discovery: every module in this package whose name does not start with ``_`` is imported the first
+time ``available()`` or ``build()`` is called, so dropping ``attention/myattn.py`` with
+``@register("myattn")`` is all it takes. Families outside this tree plug in through the entry-point
+group ``lra.attention`` (the entry point's value is a module or a ``module:Class`` to import).
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import inspect
+import pkgutil
+from collections.abc import Callable
+from importlib import metadata
+from typing import Any
+
+__all__ = ["UnknownAttentionError", "available", "build", "family", "options", "register"]
+
+ENTRY_POINT_GROUP = "lra.attention"
+
+# The arguments every family receives from the encoder; anything else is a family option.
+COMMON_ARGS = ("dim", "num_heads", "qkv_dim", "causal", "max_len", "dropout", "rngs")
+
+_REGISTRY: dict[str, type] = {}
+_discovered = False
+
+
+class UnknownAttentionError(KeyError):
+    """Raised for a name that no family registered; the message lists the valid names."""
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0])
+
+
+def register(name: str) -> Callable[[type], type]:
+    """Class decorator: make ``cls`` available as attention family ``name``."""
+
+    def wrap(cls: type) -> type:
+        existing = _REGISTRY.get(name)
+        if existing is not None and existing.__qualname__ != cls.__qualname__:
+            raise ValueError(
+                f"attention family {name!r} is registered twice: by {existing.__module__}."
+                f"{existing.__qualname__} and by {cls.__module__}.{cls.__qualname__}"
+            )
+        _REGISTRY[name] = cls
+        cls.family_name = name
+        return cls
+
+    return wrap
+
+
+def _discover() -> None:
+    global _discovered
+    if _discovered:
+        return
+    _discovered = True
+    for info in pkgutil.iter_modules(__path__):
+        if info.name.startswith("_"):
+            continue
+        try:
+            importlib.import_module(f"{__name__}.{info.name}")
+        except Exception as err:  # a broken family file must say which file it is
+            raise ImportError(f"attention family file attention/{info.name}.py failed to import: "
+                              f"{err!r}") from err
+    for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            obj = ep.load()
+        except Exception as err:
+            raise ImportError(f"entry point {ep.name!r} = {ep.value!r} in group "
+                              f"{ENTRY_POINT_GROUP!r} failed to load: {err!r}") from err
+        if isinstance(obj, type) and ep.name not in _REGISTRY:
+            register(ep.name)(obj)
+
+
+def available() -> list[str]:
+    """Sorted names of every registered attention family."""
+    _discover()
+    return sorted(_REGISTRY)
+
+
+def family(name: str) -> type:
+    """The class registered as ``name``; unknown names raise with the valid choices."""
+    _discover()
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        close = difflib.get_close_matches(name, _REGISTRY, n=3)
+        hint = f" Did you mean {', '.join(close)}?" if close else ""
+        raise UnknownAttentionError(
+            f"unknown attention {name!r}.{hint} Available: {', '.join(sorted(_REGISTRY))}"
+        ) from None
+
+
+def options(name: str) -> dict[str, Any]:
+    """A family's own options (keyword arguments beyond the common ones) and their defaults."""
+    params = inspect.signature(family(name).__init__).parameters
+    return {
+        p.name: p.default
+        for p in params.values()
+        if p.name != "self" and p.name not in COMMON_ARGS
+        and p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)
+    }
+
+
+def build(name: str, **kwargs: Any):
+    """Instantiate family ``name``; keyword arguments it does not take are ignored.
+
+    The encoder builds every family with the same call (dim, num_heads, qkv_dim, causal, max_len,
+    dropout, rngs, plus user options); a family that needs no ``max_len`` simply does not declare it.
+    Validate user-facing options with ``check_options`` first so that typos fail loudly.
+    """
+    cls = family(name)
+    params = inspect.signature(cls.__init__).parameters
+    if kwargs.get("causal") and "causal" not in params:
+        raise ValueError(f"attention {name!r} has no causal mode")
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return cls(**kwargs)
+    return cls(**{k: v for k, v in kwargs.items() if k in params})
+
+
+def check_options(name: str, user_options: dict[str, Any]) -> None:
+    """Raise ``ValueError`` naming any option that family ``name`` does not have."""
+    known = options(name)
+    for key in user_options:
+        if key not in known:
+            close = difflib.get_close_matches(key, known, n=3)
+            hint = f" Did you mean {', '.join(close)}?" if close else ""
+            choices = ", ".join(sorted(known)) or "(none)"
+            raise ValueError(f"attention {name!r} has no option {key!r}.{hint} "
+                             f"Its options: {choices}")

@@ -1,0 +1,130 @@
+"""cosFormer: Qin et al., "cosFormer: Rethinking Softmax in Attention", ICLR 2022 (arXiv 2202.08791).
+
+Per head, with q' = ReLU(q), k' = ReLU(k) and 1-indexed positions i, j::
+
+    s_ij  = q'_i . k'_j * cos(pi/2 * (i - j) / M)
+    out_i = sum_j s_ij v_j / max(sum_j s_ij, eps)
+
+Ptolemy's identity cos(a - b) = sin a sin b + cos a cos b with theta_i = pi * i / (2M) turns the
+re-weighting into features phi(x_i) = [x'_i sin theta_i ; x'_i cos theta_i] in R^{2d}, so the sums
+over j factor through a [2d, d] matrix: cost O(L d^2) instead of O(L^2 d).
+
+* ``M`` is the padded key length (max of query and key lengths), as in the official implementation,
+  so |i - j| < M keeps every weight non-negative. It depends only on the array shape, never on the
+  pad contents, so padding cannot leak through it.
+* Padded keys (and their values) are zeroed before any sum.
+* ``eps`` (default 1e-6, the official PyTorch value; OpenNLPLab's LRA port used 1e-4) clamps the
+  denominator from below: a query whose ReLU features are all zero (a "dead" query) outputs 0 rather
+  than NaN.
+* Causal mode uses a chunked scan: inside a chunk of ``chunk_size`` positions the quadratic masked
+  form, across chunks a running [2d, d] state. Memory is O(L d + d^2) per head; the [L, 2d, d] prefix
+  sum of the official code is never formed.
+* Feature sums are accumulated in float32 whatever the input dtype.
+
+Options: ``eps`` (1e-6), ``chunk_size`` (64, causal only).
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from attention import register
+from attention._projections import HeadProjections, key_mask
+
+EPS = 1e-6
+
+
+def _cos_sin_features(x: jax.Array, offset: int, big_m: int) -> jax.Array:
+    """x: float32[B, L, H, d] (non-negative) -> float32[B, L, H, 2d] with 1-indexed positions."""
+    pos = jnp.arange(1, x.shape[1] + 1, dtype=jnp.float32) + offset
+    theta = (math.pi / 2) * pos / big_m
+    sin, cos = jnp.sin(theta)[None, :, None, None], jnp.cos(theta)[None, :, None, None]
+    return jnp.concatenate([x * sin, x * cos], axis=-1)
+
+
+def _causal_sums(phi_q: jax.Array, phi_k: jax.Array, v: jax.Array, chunk: int):
+    """Causal numerator float32[B, L, H, d] and denominator float32[B, L, H] by a chunked scan."""
+    b, length, h, f = phi_q.shape
+    d = v.shape[-1]
+    n = -(-length // chunk)
+    pad = n * chunk - length
+
+    def chunks(a):
+        a = jnp.pad(a, [(0, 0), (0, pad)] + [(0, 0)] * (a.ndim - 2))
+        return jnp.moveaxis(a.reshape(b, n, chunk, *a.shape[2:]), 1, 0)  # [N, B, C, H, ...]
+
+    tri = jnp.tril(jnp.ones((chunk, chunk), dtype=bool))
+
+    def step(carry, blocks):
+        state, z = carry  # [B, H, 2d, d], [B, H, 2d]
+        q_c, k_c, v_c = blocks
+        scores = jnp.einsum("bchf,bshf->bhcs", q_c, k_c)
+        scores = jnp.where(tri, scores, 0.0)
+        num = jnp.einsum("bhcs,bshd->bchd", scores, v_c) + jnp.einsum("bchf,bhfd->bchd", q_c, state)
+        den = scores.sum(-1).transpose(0, 2, 1) + jnp.einsum("bchf,bhf->bch", q_c, z)
+        state = state + jnp.einsum("bshf,bshd->bhfd", k_c, v_c)
+        z = z + k_c.sum(1)
+        return (state, z), (num, den)
+
+    init = (jnp.zeros((b, h, f, d), jnp.float32), jnp.zeros((b, h, f), jnp.float32))
+    _, (num, den) = jax.lax.scan(step, init, (chunks(phi_q), chunks(phi_k), chunks(v)))
+    num = jnp.moveaxis(num, 0, 1).reshape(b, n * chunk, h, d)[:, :length]
+    den = jnp.moveaxis(den, 0, 1).reshape(b, n * chunk, h)[:, :length]
+    return num, den
+
+
+def cosformer_kernel(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array | None = None, *,
+                     causal: bool = False, eps: float = EPS, chunk_size: int = 64) -> jax.Array:
+    """cosFormer attention in linear time.
+
+    q: float[B, Lq, H, d]; k, v: float[B, Lk, H, d]; mask: bool[B, Lk] over keys (True = real).
+    Returns float[B, Lq, H, d] in q's dtype. Causal mode requires Lq == Lk.
+    """
+    big_m = max(q.shape[1], k.shape[1])
+    qf = jax.nn.relu(q.astype(jnp.float32))
+    kf = jax.nn.relu(k.astype(jnp.float32))
+    vf = v.astype(jnp.float32)
+    if mask is not None:
+        keep = mask[:, :, None, None].astype(jnp.float32)
+        kf, vf = kf * keep, vf * keep
+    phi_q = _cos_sin_features(qf, 0, big_m)
+    phi_k = _cos_sin_features(kf, 0, big_m)
+    if causal:
+        if q.shape[1] != k.shape[1]:
+            raise ValueError(f"causal cosformer needs equal lengths, got {q.shape[1]}, {k.shape[1]}")
+        num, den = _causal_sums(phi_q, phi_k, vf, chunk_size)
+    else:
+        kv = jnp.einsum("blhf,blhd->bhfd", phi_k, vf)
+        num = jnp.einsum("blhf,bhfd->blhd", phi_q, kv)
+        den = jnp.einsum("blhf,bhf->blh", phi_q, phi_k.sum(1))
+    return (num / jnp.maximum(den, eps)[..., None]).astype(q.dtype)
+
+
+@register("cosformer")
+class CosFormerAttention(nnx.Module):
+    """Multi-head cosFormer attention (linear in length, causal or not)."""
+
+    paper = "Qin et al., ICLR 2022"
+    complexity = "O(L d^2)"
+    subquadratic = True
+
+    def __init__(self, dim: int, num_heads: int, *, qkv_dim: int | None = None,
+                 causal: bool = False, dropout: float = 0.0, rngs: nnx.Rngs,
+                 eps: float = EPS, chunk_size: int = 64):
+        # No attention-weight dropout: the weights are never materialised (as in the paper).
+        del dropout
+        self.proj = HeadProjections(dim, num_heads, qkv_dim, rngs=rngs)
+        self.causal = causal
+        self.eps = eps
+        self.chunk_size = chunk_size
+
+    def __call__(self, x: jax.Array, mask: jax.Array | None = None, *,
+                 deterministic: bool = True) -> jax.Array:
+        q, k, v = self.proj.qkv(x)
+        o = cosformer_kernel(q, k, v, key_mask(mask, x), causal=self.causal, eps=self.eps,
+                             chunk_size=self.chunk_size)
+        return self.proj.merge(o)

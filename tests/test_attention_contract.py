@@ -1,0 +1,142 @@
+"""The attention contract, checked for every registered family (attention/__init__.py states it)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import nnx
+
+import attention
+
+B, L, D, H = 2, 64, 32, 4
+FAMILIES = attention.available()
+
+
+def make(name, *, causal=False, seed=0, **opts):
+    return attention.build(name, dim=D, num_heads=H, qkv_dim=D, causal=causal, max_len=L,
+                           dropout=0.0, rngs=nnx.Rngs(seed), **opts)
+
+
+def inputs(seed=1, dtype=jnp.float32):
+    x = jax.random.normal(jax.random.key(seed), (B, L, D), dtype=dtype)
+    lengths = jnp.array([L, L - 23])
+    mask = jnp.arange(L)[None, :] < lengths[:, None]
+    return x, mask
+
+
+def supports_causal(name):
+    return "causal" in attention.options(name) or "causal" in _init_params(name)
+
+
+def _init_params(name):
+    import inspect
+
+    return inspect.signature(attention.family(name).__init__).parameters
+
+
+def test_registry_lists_the_foundation_families():
+    assert {"softmax", "cosformer"} <= set(FAMILIES)
+
+
+def test_unknown_name_lists_choices():
+    with pytest.raises(attention.UnknownAttentionError, match="Available: .*softmax"):
+        attention.family("sofmax")
+    with pytest.raises(attention.UnknownAttentionError, match="Did you mean softmax"):
+        attention.build("sofmax", dim=D, num_heads=H, rngs=nnx.Rngs(0))
+
+
+def test_unknown_option_is_an_error():
+    with pytest.raises(ValueError, match="no option 'blok_size'"):
+        attention.check_options("softmax", {"blok_size": 3})
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_shape_dtype_and_jit(name):
+    module = make(name)
+    x, mask = inputs()
+    y = module(x, mask)
+    assert y.shape == (B, L, D) and y.dtype == x.dtype
+    assert bool(jnp.all(jnp.isfinite(y)))
+    y_jit = nnx.jit(lambda m, a, b: m(a, b))(module, x, mask)
+    np.testing.assert_allclose(np.asarray(y_jit), np.asarray(y), atol=2e-5, rtol=2e-5)
+    # mask=None means every position is real
+    y_all = module(x)
+    y_ones = module(x, jnp.ones((B, L), bool))
+    np.testing.assert_allclose(np.asarray(y_all), np.asarray(y_ones), atol=1e-6)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("name", FAMILIES)
+def test_padding_cannot_leak(name, causal):
+    if causal and not supports_causal(name):
+        pytest.skip(f"{name} has no causal mode")
+    module = make(name, causal=causal)
+    x, mask = inputs()
+    noise = 100.0 * jax.random.normal(jax.random.key(7), x.shape)
+    x_changed = jnp.where(mask[..., None], x, noise)
+    y = module(x, mask)
+    y_changed = module(x_changed, mask)
+    real = np.asarray(mask)
+    diff = np.abs(np.asarray(y) - np.asarray(y_changed))[real]
+    assert diff.max() < 1e-4, f"padding leaks into real positions (max diff {diff.max():.3g})"
+    # and the test can fail: changing a real position does change real outputs
+    x_real_changed = x.at[1, 3].add(5.0)
+    assert np.abs(np.asarray(module(x_real_changed, mask) - y)[real]).max() > 1e-4
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_causal_outputs_ignore_the_future(name):
+    if not supports_causal(name):
+        pytest.skip(f"{name} has no causal mode")
+    module = make(name, causal=True)
+    x, _ = inputs()
+    t = 40
+    x_future = x.at[:, t + 1:].set(jax.random.normal(jax.random.key(3), (B, L - t - 1, D)))
+    y, y2 = module(x), module(x_future)
+    np.testing.assert_allclose(np.asarray(y[:, : t + 1]), np.asarray(y2[:, : t + 1]), atol=1e-4)
+    assert np.abs(np.asarray(y[:, t + 1:] - y2[:, t + 1:])).max() > 1e-4
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_gradients_are_finite_and_nonzero(name):
+    module = make(name)
+    x, mask = inputs()
+
+    def loss(m, x):
+        y = m(x, mask, deterministic=True)
+        return jnp.sum(jnp.where(mask[..., None], y, 0.0) ** 2)
+
+    grads_m, grads_x = nnx.grad(loss, argnums=(0, 1))(module, x)
+    leaves = jax.tree.leaves(nnx.state(grads_m, nnx.Param))
+    parameter_free = not attention.family(name).__dict__.get("has_parameters", True)
+    assert parameter_free or leaves, "family has no parameters to train"
+    for leaf in leaves:
+        assert bool(jnp.all(jnp.isfinite(leaf)))
+    assert bool(jnp.all(jnp.isfinite(grads_x)))
+    assert float(jnp.abs(grads_x).max()) > 0
+    # no gradient flows into padded inputs
+    assert float(jnp.abs(jnp.where(mask[..., None], 0.0, grads_x)).max()) < 1e-6
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_bfloat16_input(name):
+    module = make(name)
+    x, mask = inputs()
+    y32 = module(x, mask)
+    y16 = module(x.astype(jnp.bfloat16), mask)
+    assert y16.dtype == jnp.bfloat16
+    assert bool(jnp.all(jnp.isfinite(y16.astype(jnp.float32))))
+    real = np.asarray(mask)
+    err = np.abs(np.asarray(y16.astype(jnp.float32)) - np.asarray(y32))[real]
+    scale = np.abs(np.asarray(y32))[real].max()
+    assert err.max() < 0.1 * scale + 0.05, f"bf16 deviates by {err.max():.3g} (scale {scale:.3g})"
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_dropout_is_active_only_when_not_deterministic(name):
+    module = attention.build(name, dim=D, num_heads=H, qkv_dim=D, max_len=L, dropout=0.5,
+                             rngs=nnx.Rngs(0))
+    x, mask = inputs()
+    a = module(x, mask, deterministic=True)
+    b = module(x, mask, deterministic=True)
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
