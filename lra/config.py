@@ -1,0 +1,212 @@
+"""Run configuration: typed dataclasses, presets from configs/<task>.py, command-line overrides.
+
+Resolution order (later wins): dataclass defaults < the task's ``BASE`` < the task's ``PRESETS[preset]``
+< the task's ``ATTENTION[attention]`` deltas (tuned per family by LRA or the family's paper) <
+``--set key=value`` overrides. Keys are dotted (``train.lr``, ``model.num_layers``, ``attn.eps``,
+``data.max_length``); ``attn.*`` are the attention family's options and ``data.*`` the task's data
+options, both checked against what the family / task accepts. An unknown key is an error that lists
+close matches.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import difflib
+import importlib
+from dataclasses import dataclass, field
+from typing import Any
+
+import attention
+import tasks
+
+PRESETS = ("tiny", "small", "paper")
+
+
+class ConfigError(ValueError):
+    """A configuration the user asked for cannot be built; the message says why."""
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    emb_dim: int = 512
+    num_heads: int = 8
+    num_layers: int = 4
+    qkv_dim: int = 512
+    mlp_dim: int = 1024
+    dropout: float = 0.1
+    attention_dropout: float = 0.1
+    pooling: str = "cls"  # "cls" (prepend a CLS token) | "mean" (masked mean)
+    positional: str = "sinusoidal"  # "sinusoidal" | "learned"
+    dtype: str = "float32"  # compute dtype: "float32" | "bfloat16" (parameters stay float32)
+    remat: bool = False  # recompute each block in the backward pass (saves activation memory)
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    batch_size: int = 32  # global batch, split over all devices
+    lr: float = 0.05
+    schedule: str = "rsqrt"  # "rsqrt" (warmup + rsqrt decay) | "cosine" (warmup + cosine) | "constant"
+    warmup_steps: int = 1000
+    weight_decay: float = 0.1
+    b1: float = 0.9
+    b2: float = 0.98
+    eps: float = 1e-9
+    grad_clip: float = 0.0  # global-norm clip; 0 = off
+    grad_accum: int = 1  # micro-batches per step; the global batch (and the result) stays the same
+    num_steps: int = 5000
+    eval_every: int = 50
+    eval_batches: int = 0  # batches per validation pass; 0 = the whole split
+    checkpoint_every: int = 500
+    log_every: int = 10
+
+
+@dataclass(frozen=True)
+class Config:
+    task: str
+    attention: str
+    preset: str = "paper"
+    seed: int = 0
+    model: ModelConfig = field(default_factory=ModelConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    data: dict[str, Any] = field(default_factory=dict)  # the task's data options
+    attn: dict[str, Any] = field(default_factory=dict)  # the attention family's options
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Config:
+        return cls(task=d["task"], attention=d["attention"], preset=d["preset"], seed=d["seed"],
+                   model=ModelConfig(**d["model"]), train=TrainConfig(**d["train"]),
+                   data=dict(d["data"]), attn=dict(d["attn"]))
+
+
+def _parse_value(text: str, like: Any, key: str) -> Any:
+    """Parse ``text`` to the type of ``like`` (the current value); literals otherwise."""
+    if isinstance(like, bool):
+        lowered = text.lower()
+        if lowered in ("true", "1", "yes"):
+            return True
+        if lowered in ("false", "0", "no"):
+            return False
+        raise ConfigError(f"{key}: expected true/false, got {text!r}")
+    if isinstance(like, int):
+        try:
+            return int(text)
+        except ValueError:
+            raise ConfigError(f"{key}: expected an integer, got {text!r}") from None
+    if isinstance(like, float):
+        try:
+            return float(text)
+        except ValueError:
+            raise ConfigError(f"{key}: expected a number, got {text!r}") from None
+    if isinstance(like, str):
+        return text
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
+
+
+def _unknown(key: str, known: list[str], where: str) -> ConfigError:
+    close = difflib.get_close_matches(key, known, n=3, cutoff=0.5)
+    hint = f" Did you mean {', '.join(close)}?" if close else ""
+    return ConfigError(f"unknown {where} key {key!r}.{hint} Valid keys: {', '.join(sorted(known))}")
+
+
+def _apply(cfg: dict[str, Any], key: str, value: Any, *, attn_options: dict[str, Any],
+           data_options: dict[str, Any], from_text: bool) -> None:
+    section, _, name = key.partition(".")
+    sections = {"model": cfg["model"], "train": cfg["train"], "attn": cfg["attn"], "data": cfg["data"]}
+    if not name:
+        top = ["seed", *(f"{s}.{k}" for s in ("model", "train") for k in cfg[s]),
+               *(f"attn.{k}" for k in attn_options), *(f"data.{k}" for k in data_options)]
+        if key == "seed":
+            cfg["seed"] = _parse_value(value, 0, key) if from_text else value
+            return
+        raise _unknown(key, top, "config")
+    if section not in sections:
+        raise _unknown(section, list(sections), "config section")
+    if section == "attn":
+        known = attn_options
+    elif section == "data":
+        known = data_options
+    else:
+        known = sections[section]
+    if name not in known:
+        raise _unknown(name, list(known), f"{section}")
+    like = known[name] if section in ("attn", "data") else cfg[section][name]
+    if section in ("attn", "data") and name in cfg[section]:
+        like = cfg[section][name]
+    sections[section][name] = _parse_value(value, like, key) if from_text else value
+
+
+def load(task: str, attention_name: str, *, preset: str = "paper", seed: int = 0,
+         overrides: list[str] | dict[str, Any] | None = None) -> Config:
+    """Resolve the configuration of one (task, attention, preset) run."""
+    if preset not in PRESETS:
+        raise ConfigError(f"unknown preset {preset!r}; choose from {', '.join(PRESETS)}")
+    tasks.family(task)  # raises with the valid choices
+    attn_options = attention.options(attention_name)
+    data_options = tasks.data_options(task)
+    module = importlib.import_module(f"configs.{task}")
+    cfg: dict[str, Any] = {
+        "task": task, "attention": attention_name, "preset": preset, "seed": seed,
+        "model": dataclasses.asdict(ModelConfig()), "train": dataclasses.asdict(TrainConfig()),
+        "data": {}, "attn": {},
+    }
+    layers = [module.BASE, module.PRESETS.get(preset, {}),
+              getattr(module, "ATTENTION", {}).get(attention_name, {}),
+              getattr(module, "ATTENTION_PRESETS", {}).get((attention_name, preset), {})]
+    for layer in layers:
+        for key, value in layer.items():
+            _apply(cfg, key, value, attn_options=attn_options, data_options=data_options,
+                   from_text=False)
+    items = overrides.items() if isinstance(overrides, dict) else _split_overrides(overrides or [])
+    for key, value in items:
+        _apply(cfg, key, value, attn_options=attn_options, data_options=data_options,
+               from_text=isinstance(value, str))
+    config = Config.from_dict(cfg)
+    validate(config)
+    return config
+
+
+def _split_overrides(pairs: list[str]) -> list[tuple[str, str]]:
+    out = []
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--set expects key=value, got {pair!r}")
+        out.append((key.strip(), value.strip()))
+    return out
+
+
+def validate(config: Config) -> None:
+    m, t = config.model, config.train
+    choices = {"model.pooling": (m.pooling, ("cls", "mean")),
+               "model.positional": (m.positional, ("sinusoidal", "learned")),
+               "model.dtype": (m.dtype, ("float32", "bfloat16")),
+               "train.schedule": (t.schedule, ("rsqrt", "cosine", "constant"))}
+    for key, (value, valid) in choices.items():
+        if value not in valid:
+            raise ConfigError(f"{key}={value!r}; choose from {', '.join(valid)}")
+    if m.qkv_dim % m.num_heads:
+        raise ConfigError(f"model.qkv_dim={m.qkv_dim} is not divisible by model.num_heads={m.num_heads}")
+    if t.batch_size % t.grad_accum:
+        raise ConfigError(f"train.batch_size={t.batch_size} is not divisible by "
+                          f"train.grad_accum={t.grad_accum}")
+    for key in ("num_steps", "eval_every", "batch_size", "log_every", "checkpoint_every"):
+        if getattr(t, key) <= 0:
+            raise ConfigError(f"train.{key} must be positive, got {getattr(t, key)}")
+
+
+def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """{"a": {"b": 1}} -> {"a.b": 1}; used to compare configs key by key."""
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(flatten(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out

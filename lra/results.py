@@ -1,0 +1,99 @@
+"""Result files: one JSON per run, written atomically, never overwritten.
+
+A record holds what DESIGN.md lists: task, attention, preset, seed, the full resolved config, the
+metrics, the device, package versions, the git commit and the date. ``lra.leaderboard`` reads only
+these files.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import platform
+import subprocess
+import tempfile
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import jax
+
+PACKAGES = ("jax", "jaxlib", "flax", "optax", "orbax-checkpoint", "grain", "numpy", "lra")
+
+
+def versions() -> dict[str, str]:
+    out = {"python": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = "not installed"
+    return out
+
+
+def git_commit() -> dict[str, Any]:
+    """The commit of the source tree that ran, and whether it had uncommitted changes."""
+    root = Path(__file__).resolve().parent.parent
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
+                                text=True, timeout=10, check=True).stdout.strip()
+        dirty = bool(subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                                    cwd=root, capture_output=True, text=True, timeout=10,
+                                    check=True).stdout.strip())
+    except (OSError, subprocess.SubprocessError):
+        return {"commit": "unknown", "dirty": None}
+    return {"commit": commit, "dirty": dirty}
+
+
+def device_info() -> dict[str, Any]:
+    devices = jax.devices()
+    return {"platform": devices[0].platform, "kind": devices[0].device_kind,
+            "count": len(devices), "process_count": jax.process_count()}
+
+
+def peak_memory_bytes() -> dict[str, Any]:
+    """Accelerator peak bytes in use where the runtime reports it, else the process's peak RSS."""
+    stats = jax.local_devices()[0].memory_stats()
+    if stats and "peak_bytes_in_use" in stats:
+        return {"bytes": int(stats["peak_bytes_in_use"]), "source": "device peak_bytes_in_use"}
+    import resource
+
+    rss_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return {"bytes": int(rss_kib) * 1024, "source": "process peak RSS (CPU)"}
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f, indent=2, sort_keys=True)
+            f.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_run(results_dir: Path, record: dict[str, Any]) -> Path:
+    """Write ``record`` under ``<results_dir>/runs/`` with a name no other run can take."""
+    runs = Path(results_dir) / "runs"
+    runs.mkdir(parents=True, exist_ok=True)
+    stamp = record["date"].replace(":", "").replace("-", "")[:15]
+    base = (f"{record['task']}__{record['attention']}__{record['preset']}__seed{record['seed']}__"
+            f"{record['device']['platform']}{record['device']['count']}__{stamp}")
+    for n in range(1000):
+        path = runs / (f"{base}.json" if n == 0 else f"{base}_{n}.json")
+        try:  # claim the name atomically so two runs never write the same file
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            continue
+        os.close(fd)
+        write_json_atomic(path, record)
+        return path
+    raise RuntimeError(f"could not find a free result file name for {base} in {runs}")
+
+
+def now() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -1,0 +1,100 @@
+"""Train and evaluate one (task, attention) pair: ``python -m lra.run --task listops --attn cosformer``.
+
+Parse flags -> resolve the config -> ``lra.train.train_and_evaluate``. Exit status: 0 done (or
+preempted with a checkpoint saved), 1 training failed (non-finite loss, data error, ...), 2 bad
+command line or configuration.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import attention
+import tasks
+from lra import config as config_lib
+from lra import sharding
+from lra.data import default_data_dir
+
+
+def parser() -> argparse.ArgumentParser:
+    task_names, attn_names = tasks.available(), attention.available()
+    p = argparse.ArgumentParser(
+        prog="python -m lra.run",
+        description="Train and evaluate one attention family on one LRA task.",
+        epilog=f"tasks: {', '.join(task_names)}\nattentions: {', '.join(attn_names)}\n"
+               f"presets: tiny (smoke run, < 1 min on a CPU), small (real learning on a laptop, "
+               f"minutes), paper (LRA's published setup; the default)",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--task", required=True, choices=task_names, metavar="TASK",
+                   help=f"one of: {', '.join(task_names)}")
+    p.add_argument("--attn", required=True, choices=attn_names, metavar="ATTN",
+                   help=f"one of: {', '.join(attn_names)}")
+    p.add_argument("--preset", default="paper", choices=config_lib.PRESETS)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--workdir", type=Path, default=None,
+                   help="checkpoints and metrics.jsonl; re-running with the same workdir resumes "
+                        "(default: workdirs/<task>-<attn>-<preset>-seed<seed>)")
+    p.add_argument("--data-dir", type=Path, default=None,
+                   help="data directory (default: $LRA_DATA_DIR, else ~/.cache/lra)")
+    p.add_argument("--results-dir", type=Path, default=Path("results"),
+                   help="where the result file goes, under runs/ (default: results)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config field, e.g. --set train.lr=1e-3 --set attn.eps=1e-4")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--print-config", action="store_true", help="print the resolved config and exit")
+    dist = p.add_argument_group("multi-host (see README)")
+    dist.add_argument("--coordinator", default=None, help="host:port of process 0")
+    dist.add_argument("--num-processes", type=int, default=None)
+    dist.add_argument("--process-id", type=int, default=None)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        cfg = config_lib.load(args.task, args.attn, preset=args.preset, seed=args.seed,
+                              overrides=args.overrides)
+        attention.check_options(cfg.attention, cfg.attn)
+    except (config_lib.ConfigError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    if args.print_config:
+        import json
+
+        print(json.dumps(cfg.to_dict(), indent=2, sort_keys=True))
+        return 0
+    sharding.initialize_distributed(args.coordinator, args.num_processes, args.process_id)
+
+    from lra.train import NonFiniteError, train_and_evaluate  # heavy imports after parsing
+
+    workdir = args.workdir or Path("workdirs") / f"{cfg.task}-{cfg.attention}-{cfg.preset}-seed{cfg.seed}"
+    data_dir = args.data_dir or default_data_dir()
+    try:
+        record = train_and_evaluate(cfg, workdir, data_dir=data_dir, results_dir=args.results_dir,
+                                    progress=not args.no_progress)
+    except (tasks.DataError, NonFiniteError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    except Exception as err:
+        from lra.checkpoint import ConfigMismatchError
+
+        if isinstance(err, ConfigMismatchError):
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+        raise
+    if record.get("status") == "preempted":
+        return 0
+    m = record["metrics"]
+    print(f"{cfg.task}/{cfg.attention} ({cfg.preset}, seed {cfg.seed}): "
+          f"test accuracy {m['test_accuracy_at_best_val']:.4f} at best validation step "
+          f"{m['best_val_step']} (val {m['best_val_accuracy']:.4f}), {m['test_accuracy_at_last']:.4f} "
+          f"at the last step; {m['steps_per_s']} steps/s")
+    if "result_file" in record:
+        print(f"result: {record['result_file']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,314 @@
+"""The trainer: one pure, jitted ``train_step`` and the loop around it, for every task and family.
+
+``train_and_evaluate(config, workdir, ...)`` trains, validates every ``train.eval_every`` steps,
+records test accuracy at the best-validation step and at the last step, checkpoints with orbax and
+writes one result file. Re-running the same command in the same work directory resumes from the last
+checkpoint (bit-identically on the same device count: data order and randomness are functions of
+(seed, step)). SIGTERM saves a checkpoint and exits cleanly.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import signal
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import nnx
+from tqdm.auto import tqdm
+
+import tasks
+from lra import results, sharding
+from lra.checkpoint import Checkpoints, check_same_config
+from lra.config import Config
+from lra.data_pipeline import TrainBatches, eval_batches
+from lra.encoder import build_model
+from lra.optim import learning_rate, optimizer
+
+
+class NonFiniteError(RuntimeError):
+    """The loss or the gradient became NaN/inf; the message names the step."""
+
+
+# ----------------------------------------------------------------------------------------------
+# Pure functions: the loss, one training step, one evaluation step.
+
+
+def _reseed(model: nnx.Module, rng: jax.Array) -> None:
+    """Every random stream of the model (dropout, feature redraws) from this step's key."""
+    nnx.reseed(model, dropout=jax.random.fold_in(rng, 0), default=jax.random.fold_in(rng, 1))
+
+
+def _loss(graphdef, params, rest, batch, rng):
+    model = nnx.merge(graphdef, params, rest)
+    _reseed(model, rng)
+    logits = model(batch, deterministic=False)
+    loss = optax.softmax_cross_entropy_with_integer_labels(logits, batch["targets"]).mean()
+    accuracy = jnp.mean(jnp.argmax(logits, -1) == batch["targets"])
+    return loss, accuracy
+
+
+def make_train_step(graphdef, tx: optax.GradientTransformation, grad_accum: int,
+                    lr_schedule: Callable) -> Callable:
+    """train_step(state, rest, batch, rng) -> (state, metrics); state = {step, params, opt_state}.
+
+    With ``grad_accum`` = K the batch is split into K equal micro-batches whose mean gradient equals
+    the full batch's, so the optimizer sees the same update with 1/K of the activation memory.
+    """
+    grad_fn = jax.value_and_grad(lambda p, r, b, k: _loss(graphdef, p, r, b, k), has_aux=True)
+
+    def train_step(state, rest, batch, rng):
+        params = state["params"]
+        if grad_accum == 1:
+            (loss, accuracy), grads = grad_fn(params, rest, batch, rng)
+        else:
+            micro = jax.tree.map(
+                lambda a: a.reshape(grad_accum, a.shape[0] // grad_accum, *a.shape[1:]), batch)
+
+            def accumulate(carry, xs):
+                i, mb = xs
+                (l, a), g = grad_fn(params, rest, mb, jax.random.fold_in(rng, i))
+                g_sum, l_sum, a_sum = carry
+                return (jax.tree.map(jnp.add, g_sum, g), l_sum + l, a_sum + a), None
+
+            zeros = jax.tree.map(jnp.zeros_like, params)
+            (grads, loss, accuracy), _ = jax.lax.scan(
+                accumulate, (zeros, 0.0, 0.0), (jnp.arange(grad_accum), micro))
+            grads = jax.tree.map(lambda g: g / grad_accum, grads)
+            loss, accuracy = loss / grad_accum, accuracy / grad_accum
+        updates, opt_state = tx.update(grads, state["opt_state"], params)
+        new_state = {"step": state["step"] + 1, "params": optax.apply_updates(params, updates),
+                     "opt_state": opt_state}
+        metrics = {"loss": loss, "accuracy": accuracy, "grad_norm": optax.global_norm(grads),
+                   "lr": lr_schedule(state["step"])}
+        return new_state, metrics
+
+    return train_step
+
+
+def make_eval_step(graphdef) -> Callable:
+    """eval_step(params, rest, batch) -> weighted sums {correct, loss, count}."""
+
+    def eval_step(params, rest, batch):
+        model = nnx.merge(graphdef, params, rest)
+        logits = model(batch, deterministic=True)
+        w = batch["weights"]
+        loss = optax.softmax_cross_entropy_with_integer_labels(logits, batch["targets"])
+        correct = (jnp.argmax(logits, -1) == batch["targets"]).astype(jnp.float32)
+        return {"correct": jnp.sum(correct * w), "loss": jnp.sum(loss * w), "count": jnp.sum(w)}
+
+    return eval_step
+
+
+# ----------------------------------------------------------------------------------------------
+# The loop.
+
+
+@dataclass
+class History:
+    """What a run must remember across restarts (stored in each checkpoint's metadata)."""
+
+    best_val_accuracy: float = -1.0
+    best_step: int = -1
+    test_at_best: dict[str, float] = field(default_factory=dict)
+    last_val: dict[str, float] = field(default_factory=dict)
+    wall_time_s: float = 0.0
+    train_time_s: float = 0.0
+    timed_steps: int = 0
+
+
+class _Preemption:
+    """SIGTERM sets a flag; the loop checkpoints at the next step boundary and exits 0."""
+
+    def __init__(self):
+        self.requested = False
+        self._previous = None
+
+    def __enter__(self):
+        try:
+            self._previous = signal.signal(signal.SIGTERM, self._handle)
+        except ValueError:  # not the main thread
+            self._previous = None
+        return self
+
+    def _handle(self, signum, frame):
+        self.requested = True
+
+    def __exit__(self, *exc):
+        if self._previous is not None:
+            signal.signal(signal.SIGTERM, self._previous)
+
+
+def _evaluate(eval_fn, params, rest, source, config: Config, mesh, *, max_batches=0) -> dict:
+    sums = {"correct": 0.0, "loss": 0.0, "count": 0.0}
+    data_sharding = sharding.batch_sharding(mesh)
+    for batch in eval_batches(source, config.train.batch_size, max_batches=max_batches,
+                              process_index=jax.process_index(),
+                              process_count=jax.process_count()):
+        out = eval_fn(params, rest, sharding.to_global(batch, data_sharding))
+        for k in sums:
+            sums[k] += float(out[k])
+    n = max(sums["count"], 1.0)
+    return {"accuracy": sums["correct"] / n, "loss": sums["loss"] / n, "examples": int(sums["count"])}
+
+
+def _log(workdir: Path, record: dict[str, Any]) -> None:
+    if jax.process_index() == 0:
+        with open(workdir / "metrics.jsonl", "a") as f:
+            f.write(json.dumps(record, sort_keys=True) + "\n")
+
+
+def train_and_evaluate(config: Config, workdir: Path, *, data_dir: Path,
+                       results_dir: Path | None = None, progress: bool = True) -> dict[str, Any]:
+    """Train ``config`` in ``workdir`` (resuming if it holds a checkpoint); return the result record.
+
+    The result file is written under ``results_dir`` when one is given (process 0 only).
+    """
+    started = time.perf_counter()
+    workdir = Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    t = config.train
+    task = tasks.build(config.task, data_dir, **config.data)
+    task.prepare()
+    train_src, val_src, test_src = (task.source(s) for s in ("train", "val", "test"))
+
+    mesh = sharding.make_mesh()
+    sharding.check_batch_size(t.batch_size, mesh)
+    if t.grad_accum > 1:
+        sharding.check_batch_size(t.batch_size // t.grad_accum, mesh,
+                                  "train.batch_size / train.grad_accum")
+    repl, data_sharding = sharding.replicated(mesh), sharding.batch_sharding(mesh)
+
+    model = build_model(config, task, rngs=nnx.Rngs(params=config.seed, dropout=config.seed,
+                                                    default=config.seed))
+    graphdef, params, rest = nnx.split(model, nnx.Param, ...)
+    tx = optimizer(t)
+    state = {"step": jnp.zeros((), jnp.int32), "params": params, "opt_state": tx.init(params)}
+    state, rest = jax.device_put((state, rest), repl)
+    num_params = sum(int(np.prod(p.shape)) for p in jax.tree.leaves(params))
+
+    ckpt = Checkpoints(workdir)
+    history = History()
+    if ckpt.latest_step() is not None:
+        meta = ckpt.restore_meta("last")
+        check_same_config(meta["config"], config.to_dict())
+        state, meta = ckpt.restore("last", state)
+        history = History(**meta["history"])
+        print(f"resuming from step {int(state['step'])} in {workdir}", file=sys.stderr)
+
+    train_step = jax.jit(make_train_step(graphdef, tx, t.grad_accum, learning_rate(t)),
+                         in_shardings=(repl, repl, data_sharding, repl),
+                         out_shardings=(repl, repl), donate_argnums=(0,))
+    eval_step = jax.jit(make_eval_step(graphdef), in_shardings=(repl, repl, data_sharding),
+                        out_shardings=repl)
+    batches = TrainBatches(train_src, t.batch_size, seed=config.seed,
+                           process_index=jax.process_index(), process_count=jax.process_count())
+    base_key = jax.random.key(config.seed)
+
+    def meta() -> dict[str, Any]:
+        return {"config": config.to_dict(), "history": history.__dict__}
+
+    start = int(state["step"])
+    bar = tqdm(total=t.num_steps, initial=start, desc=f"{config.task}/{config.attention}",
+               disable=not progress or jax.process_index() != 0, dynamic_ncols=True,
+               mininterval=1.0, file=sys.stderr)
+    status = "completed"
+    last_saved = start
+    train_metrics: dict[str, float] = {}
+    with _Preemption() as preemption:
+        step = start
+        while step < t.num_steps:
+            if preemption.requested:
+                status = "preempted"
+                break
+            t0 = time.perf_counter()
+            batch = sharding.to_global(batches[step], data_sharding)
+            state, metrics = train_step(state, rest, batch, jax.random.fold_in(base_key, step))
+            loss, grad_norm = float(metrics["loss"]), float(metrics["grad_norm"])
+            step += 1
+            if not (math.isfinite(loss) and math.isfinite(grad_norm)):
+                ckpt.wait()
+                kept = ckpt.latest_step()
+                where = (f"the last good checkpoint (step {kept}) is kept in {ckpt.root / 'last'}"
+                         if kept is not None else "no checkpoint had been written yet")
+                raise NonFiniteError(
+                    f"non-finite {'loss' if not math.isfinite(loss) else 'gradient norm'} at step "
+                    f"{step} (loss={loss}, grad_norm={grad_norm}); {where}. Lower train.lr or set "
+                    f"train.grad_clip.")
+            if step > start + 1:  # the first step of a session includes compilation
+                history.train_time_s += time.perf_counter() - t0
+                history.timed_steps += 1
+            train_metrics = {k: float(v) for k, v in metrics.items()}
+            if step % t.log_every == 0:
+                _log(workdir, {"step": step, "split": "train", **train_metrics})
+            bar.update(1)
+            bar.set_postfix(loss=f"{loss:.3f}", acc=f"{train_metrics['accuracy']:.3f}",
+                            val=f"{history.last_val.get('accuracy', float('nan')):.3f}",
+                            refresh=False)
+
+            if step % t.eval_every == 0 or step == t.num_steps:
+                val = _evaluate(eval_step, state["params"], rest, val_src, config, mesh,
+                                max_batches=t.eval_batches)
+                history.last_val = {**val, "step": step}
+                _log(workdir, {"step": step, "split": "val", **val})
+                if val["accuracy"] > history.best_val_accuracy:
+                    test = _evaluate(eval_step, state["params"], rest, test_src, config, mesh)
+                    history.best_val_accuracy, history.best_step = val["accuracy"], step
+                    history.test_at_best = test
+                    _log(workdir, {"step": step, "split": "test_at_best_val", **test})
+                    ckpt.save("best", step, state, meta())
+            if step % t.checkpoint_every == 0 and step != last_saved:
+                history.wall_time_s += time.perf_counter() - started
+                started = time.perf_counter()
+                ckpt.save("last", step, state, meta())
+                last_saved = step
+    bar.close()
+    history.wall_time_s += time.perf_counter() - started
+    if step != last_saved:
+        ckpt.save("last", step, state, meta())
+    ckpt.wait()
+    ckpt.close()
+    if status == "preempted":
+        print(f"SIGTERM: checkpoint saved at step {step} in {ckpt.root / 'last'}; re-run the same "
+              f"command to resume", file=sys.stderr)
+        return {"status": "preempted", "step": step}
+
+    test_last = _evaluate(eval_step, state["params"], rest, test_src, config, mesh)
+    _log(workdir, {"step": step, "split": "test_at_last", **test_last})
+    record = {
+        "task": config.task, "attention": config.attention, "preset": config.preset,
+        "seed": config.seed, "config": config.to_dict(), "task_facts": task.describe(),
+        "metrics": {
+            "best_val_accuracy": history.best_val_accuracy,
+            "best_val_step": history.best_step,
+            "test_accuracy_at_best_val": history.test_at_best.get("accuracy"),
+            "test_accuracy_at_last": test_last["accuracy"],
+            "final_val_accuracy": history.last_val.get("accuracy"),
+            "final_train_loss": train_metrics.get("loss"),
+            "steps": step,
+            "wall_time_s": round(history.wall_time_s, 3),
+            "steps_per_s": (round(history.timed_steps / history.train_time_s, 4)
+                            if history.train_time_s > 0 else None),
+            "peak_memory": results.peak_memory_bytes(),
+            "num_params": num_params,
+        },
+        "device": results.device_info(),
+        "versions": results.versions(),
+        "git": results.git_commit(),
+        "date": results.now(),
+        "status": status,
+    }
+    if jax.process_index() == 0:
+        results.write_json_atomic(workdir / "result.json", record)
+        if results_dir is not None:
+            record["result_file"] = str(results.write_run(results_dir, record))
+    return record
