@@ -48,9 +48,7 @@ def _reseed(model: nnx.Module, rng: jax.Array) -> None:
     nnx.reseed(model, dropout=jax.random.fold_in(rng, 0), default=jax.random.fold_in(rng, 1))
 
 
-def _loss(graphdef, params, rest, batch, rng):
-    model = nnx.merge(graphdef, params, rest)
-    _reseed(model, rng)
+def _loss(model: nnx.Module, batch):
     logits = model(batch, deterministic=False)
     loss = optax.softmax_cross_entropy_with_integer_labels(logits, batch["targets"]).mean()
     accuracy = jnp.mean(jnp.argmax(logits, -1) == batch["targets"])
@@ -64,7 +62,13 @@ def make_train_step(graphdef, tx: optax.GradientTransformation, grad_accum: int,
     With ``grad_accum`` = K the batch is split into K equal micro-batches whose mean gradient equals
     the full batch's, so the optimizer sees the same update with 1/K of the activation memory.
     """
-    grad_fn = jax.value_and_grad(lambda p, r, b, k: _loss(graphdef, p, r, b, k), has_aux=True)
+    value_and_grad = nnx.value_and_grad(_loss, argnums=nnx.DiffState(0, nnx.Param), has_aux=True)
+
+    def grad_fn(params, rest, batch, rng):
+        model = nnx.merge(graphdef, params, rest)
+        _reseed(model, rng)
+        (loss, accuracy), grads = value_and_grad(model, batch)
+        return (loss, accuracy), grads
 
     def train_step(state, rest, batch, rng):
         params = state["params"]
@@ -121,6 +125,7 @@ class History:
     best_step: int = -1
     test_at_best: dict[str, float] = field(default_factory=dict)
     last_val: dict[str, float] = field(default_factory=dict)
+    last_train: dict[str, float] = field(default_factory=dict)
     wall_time_s: float = 0.0
     train_time_s: float = 0.0
     timed_steps: int = 0
@@ -223,7 +228,6 @@ def train_and_evaluate(config: Config, workdir: Path, *, data_dir: Path,
                mininterval=1.0, file=sys.stderr)
     status = "completed"
     last_saved = start
-    train_metrics: dict[str, float] = {}
     with _Preemption() as preemption:
         step = start
         while step < t.num_steps:
@@ -247,11 +251,11 @@ def train_and_evaluate(config: Config, workdir: Path, *, data_dir: Path,
             if step > start + 1:  # the first step of a session includes compilation
                 history.train_time_s += time.perf_counter() - t0
                 history.timed_steps += 1
-            train_metrics = {k: float(v) for k, v in metrics.items()}
+            history.last_train = {k: float(v) for k, v in metrics.items()}
             if step % t.log_every == 0:
-                _log(workdir, {"step": step, "split": "train", **train_metrics})
+                _log(workdir, {"step": step, "split": "train", **history.last_train})
             bar.update(1)
-            bar.set_postfix(loss=f"{loss:.3f}", acc=f"{train_metrics['accuracy']:.3f}",
+            bar.set_postfix(loss=f"{loss:.3f}", acc=f"{history.last_train['accuracy']:.3f}",
                             val=f"{history.last_val.get('accuracy', float('nan')):.3f}",
                             refresh=False)
 
@@ -293,7 +297,7 @@ def train_and_evaluate(config: Config, workdir: Path, *, data_dir: Path,
             "test_accuracy_at_best_val": history.test_at_best.get("accuracy"),
             "test_accuracy_at_last": test_last["accuracy"],
             "final_val_accuracy": history.last_val.get("accuracy"),
-            "final_train_loss": train_metrics.get("loss"),
+            "final_train_loss": history.last_train.get("loss"),
             "steps": step,
             "wall_time_s": round(history.wall_time_s, 3),
             "steps_per_s": (round(history.timed_steps / history.train_time_s, 4)

@@ -1,0 +1,159 @@
+"""The data command line: generate synthetic datasets, or prepare a task's data where the trainer
+looks for it.
+
+    python -m lra.data generate listops --out DIR [--train N --val N --test N] [--seed S]
+                                        [--workers K] [--min-length A --max-length B]
+    python -m lra.data prepare --task listops [--data-dir DIR] [--set KEY=VALUE ...]
+
+The data directory is ``--data-dir``, else ``$LRA_DATA_DIR``, else ``~/.cache/lra``
+(``default_data_dir()``). Errors a user can fix (bad data, unknown task, bad option) print one line
+to stderr and exit with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import tasks
+
+__all__ = ["default_data_dir", "main"]
+
+
+def default_data_dir() -> Path:
+    """``$LRA_DATA_DIR`` if set, else ``~/.cache/lra``."""
+    env = os.environ.get("LRA_DATA_DIR")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "lra"
+
+
+class UsageError(ValueError):
+    """A bad command line value found after parsing (reported like DataError)."""
+
+
+def _count(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a count >= 0, got {text}")
+    return value
+
+
+# ----------------------------------------------------------------------------------------------
+# generate <dataset>: one entry per generator (pathfinder goes here next to listops).
+
+
+def _listops_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--out", type=Path, required=True, help="output folder")
+    parser.add_argument("--train", type=_count, default=96_000)
+    parser.add_argument("--val", type=_count, default=2_000)
+    parser.add_argument("--test", type=_count, default=2_000)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--workers", type=int, default=None,
+                        help="sampling processes (default: all usable CPUs); the output does not "
+                             "depend on it")
+    parser.add_argument("--min-length", type=_count, default=500)
+    parser.add_argument("--max-length", type=_count, default=2000)
+    parser.add_argument("--max-depth", type=_count, default=10)
+    parser.add_argument("--max-args", type=_count, default=10)
+
+
+def _listops_generate(args: argparse.Namespace) -> None:
+    from tasks import listops
+
+    try:
+        paths = listops.generate(args.out, train=args.train, val=args.val, test=args.test,
+                                 seed=args.seed, workers=args.workers,
+                                 min_length=args.min_length, max_length=args.max_length,
+                                 max_depth=args.max_depth, max_args=args.max_args)
+    except ValueError as err:  # option checks
+        raise UsageError(str(err)) from None
+    for path in paths.values():
+        print(path)
+
+
+GENERATORS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None],
+                            Callable[[argparse.Namespace], None]]] = {
+    "listops": ("ListOps TSV files (basic_{train,val,test}.tsv)", _listops_arguments,
+                _listops_generate),
+}
+
+
+# ----------------------------------------------------------------------------------------------
+# prepare
+
+
+def _parse_settings(task: str, settings: list[str]) -> dict[str, Any]:
+    defaults = tasks.data_options(task)
+    options: dict[str, Any] = {}
+    for setting in settings:
+        key, sep, text = setting.partition("=")
+        if not sep:
+            raise UsageError(f"--set expects KEY=VALUE, got {setting!r}")
+        if key not in defaults:
+            raise UsageError(f"task {task!r} has no data option {key!r}; it has: "
+                             f"{', '.join(defaults) or 'none'}")
+        default = defaults[key]
+        try:
+            if isinstance(default, bool):
+                if text.lower() not in ("true", "false", "1", "0"):
+                    raise ValueError(text)
+                options[key] = text.lower() in ("true", "1")
+            elif isinstance(default, int | float):
+                options[key] = type(default)(text)
+            else:
+                options[key] = text
+        except ValueError:
+            raise UsageError(f"--set {key}: expected a {type(default).__name__}, "
+                             f"got {text!r}") from None
+    return options
+
+
+def _prepare(args: argparse.Namespace) -> None:
+    data_dir = args.data_dir if args.data_dir is not None else default_data_dir()
+    tasks.family(args.task)  # unknown task -> its error before anything else
+    options = _parse_settings(args.task, args.set)
+    try:
+        task = tasks.build(args.task, data_dir, **options)
+    except ValueError as err:  # the task's option checks
+        raise UsageError(str(err)) from None
+    task.prepare()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m lra.data", description=__doc__.split("\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    generate = commands.add_parser("generate", help="generate a synthetic dataset into a folder")
+    datasets = generate.add_subparsers(dest="dataset", required=True)
+    for name, (help_text, add_arguments, run) in GENERATORS.items():
+        sub = datasets.add_parser(name, help=help_text)
+        add_arguments(sub)
+        sub.set_defaults(run=run)
+
+    prepare = commands.add_parser("prepare", help="make a task's data available (generate it if "
+                                                  "it can be generated)")
+    prepare.add_argument("--task", required=True, help="a registered task, e.g. listops")
+    prepare.add_argument("--data-dir", type=Path, default=None,
+                         help="data directory (default: $LRA_DATA_DIR, else ~/.cache/lra)")
+    prepare.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                         help="a data option of the task (repeatable), e.g. train_size=1000")
+    prepare.set_defaults(run=_prepare)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        args.run(args)
+    except (tasks.DataError, tasks.UnknownTaskError, UsageError) as err:
+        message = " ".join(str(err).split())  # one line
+        print(f"error: {message}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
