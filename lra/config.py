@@ -109,8 +109,16 @@ def _parse_value(text: str, like: Any, key: str) -> Any:
         return text
 
 
+def close_matches(key: str, known) -> list[str]:
+    """Known keys that ``key`` probably meant: shared prefixes first, then difflib's matches."""
+    stem = key.split("_")[0]
+    prefix = [k for k in sorted(known) if key.startswith(k) or k.startswith(key) or k == stem]
+    similar = difflib.get_close_matches(key, list(known), n=3, cutoff=0.6)
+    return list(dict.fromkeys(prefix + similar))[:3]
+
+
 def _unknown(key: str, known: list[str], where: str) -> ConfigError:
-    close = difflib.get_close_matches(key, known, n=3, cutoff=0.5)
+    close = close_matches(key, known)
     hint = f" Did you mean {', '.join(close)}?" if close else ""
     return ConfigError(f"unknown {where} key {key!r}.{hint} Valid keys: {', '.join(sorted(known))}")
 

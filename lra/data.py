@@ -106,8 +106,8 @@ def _parse_settings(task: str, settings: list[str]) -> dict[str, Any]:
             else:
                 options[key] = text
         except ValueError:
-            raise UsageError(f"--set {key}: expected a {type(default).__name__}, "
-                             f"got {text!r}") from None
+            kind = {bool: "true or false", int: "an integer", float: "a number"}[type(default)]
+            raise UsageError(f"--set {key}: expected {kind}, got {text!r}") from None
     return options
 
 
@@ -123,7 +123,9 @@ def _prepare(args: argparse.Namespace) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m lra.data", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m lra.data",
+        description="Generate synthetic LRA datasets, or prepare a task's data.")
     commands = parser.add_subparsers(dest="command", required=True)
 
     generate = commands.add_parser("generate", help="generate a synthetic dataset into a folder")

@@ -79,20 +79,22 @@ def make_train_step(graphdef, tx: optax.GradientTransformation, grad_accum: int,
                 lambda a: a.reshape(grad_accum, a.shape[0] // grad_accum, *a.shape[1:]), batch)
 
             def accumulate(carry, xs):
+                # params and rest ride in the carry so that the model is rebuilt at this trace
+                # level (nnx refuses to mutate rng state created outside the scan).
+                p, r, g_sum, l_sum, a_sum = carry
                 i, mb = xs
-                (l, a), g = grad_fn(params, rest, mb, jax.random.fold_in(rng, i))
-                g_sum, l_sum, a_sum = carry
-                return (jax.tree.map(jnp.add, g_sum, g), l_sum + l, a_sum + a), None
+                (l, a), g = grad_fn(p, r, mb, jax.random.fold_in(rng, i))
+                return (p, r, jax.tree.map(jnp.add, g_sum, g), l_sum + l, a_sum + a), None
 
             zeros = jax.tree.map(jnp.zeros_like, params)
-            (grads, loss, accuracy), _ = jax.lax.scan(
-                accumulate, (zeros, 0.0, 0.0), (jnp.arange(grad_accum), micro))
+            (_, _, grads, loss, accuracy), _ = jax.lax.scan(
+                accumulate, (params, rest, zeros, 0.0, 0.0), (jnp.arange(grad_accum), micro))
             grads = jax.tree.map(lambda g: g / grad_accum, grads)
             loss, accuracy = loss / grad_accum, accuracy / grad_accum
         updates, opt_state = tx.update(grads, state["opt_state"], params)
         new_state = {"step": state["step"] + 1, "params": optax.apply_updates(params, updates),
                      "opt_state": opt_state}
-        metrics = {"loss": loss, "accuracy": accuracy, "grad_norm": optax.global_norm(grads),
+        metrics = {"loss": loss, "accuracy": accuracy, "grad_norm": optax.tree.norm(grads),
                    "lr": lr_schedule(state["step"])}
         return new_state, metrics
 

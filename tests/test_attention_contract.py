@@ -42,7 +42,7 @@ def test_registry_lists_the_foundation_families():
 
 
 def test_unknown_name_lists_choices():
-    with pytest.raises(attention.UnknownAttentionError, match="Available: .*softmax"):
+    with pytest.raises(attention.UnknownAttentionError, match=r"Available: .*softmax"):
         attention.family("sofmax")
     with pytest.raises(attention.UnknownAttentionError, match="Did you mean softmax"):
         attention.build("sofmax", dim=D, num_heads=H, rngs=nnx.Rngs(0))

@@ -1,0 +1,50 @@
+"""The table of attention families, generated from the registry (README embeds it).
+
+    python -m lra.families                  # print the markdown table
+    python -m lra.families --update-readme  # rewrite the block between the README markers
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import sys
+from pathlib import Path
+
+import attention
+
+BEGIN, END = "<!-- families:begin -->", "<!-- families:end -->"
+
+
+def table() -> str:
+    rows = ["| name | paper | complexity | causal | options |", "|---|---|---|---|---|"]
+    for name in attention.available():
+        cls = attention.family(name)
+        causal = "yes" if "causal" in inspect.signature(cls.__init__).parameters else "no"
+        opts = ", ".join(f"`{k}={v!r}`" for k, v in attention.options(name).items()) or "—"
+        rows.append(f"| `{name}` | {getattr(cls, 'paper', '?')} | {getattr(cls, 'complexity', '?')} "
+                    f"| {causal} | {opts} |")
+    return "\n".join(rows)
+
+
+def readme_block(text: str) -> str:
+    start, end = text.index(BEGIN) + len(BEGIN), text.index(END)
+    return text[start:end].strip()
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m lra.families", description=__doc__.split("\n")[0])
+    p.add_argument("--update-readme", type=Path, nargs="?", const=Path("README.md"), default=None)
+    args = p.parse_args(argv)
+    if args.update_readme is None:
+        print(table())
+        return 0
+    text = args.update_readme.read_text()
+    start, end = text.index(BEGIN) + len(BEGIN), text.index(END)
+    args.update_readme.write_text(text[:start] + "\n" + table() + "\n" + text[end:])
+    print(f"updated {args.update_readme}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

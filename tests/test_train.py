@@ -1,0 +1,116 @@
+"""The trainer's pieces: schedules, batching, one step, overfitting, gradient accumulation."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import nnx
+
+import tasks
+from lra import config as config_lib
+from lra.config import TrainConfig
+from lra.data_pipeline import TrainBatches, eval_batches
+from lra.encoder import build_model
+from lra.optim import learning_rate, optimizer
+from lra.train import make_train_step
+
+TINY_DATA = {"data.train_size": 64, "data.val_size": 16, "data.test_size": 16}
+
+
+@pytest.fixture(scope="module")
+def listops_tiny(tmp_path_factory):
+    cfg = config_lib.load("listops", "softmax", preset="tiny", overrides=TINY_DATA)
+    task = tasks.build("listops", tmp_path_factory.mktemp("data"), **cfg.data)
+    task.prepare()
+    return cfg, task
+
+
+def test_rsqrt_schedule_matches_lra_formula():
+    lr = learning_rate(TrainConfig(lr=0.05, schedule="rsqrt", warmup_steps=1000))
+    # optax count c is step t = c + 1: base * min(1, t/w) / sqrt(max(t, w))
+    np.testing.assert_allclose(float(lr(999)), 0.05 / np.sqrt(1000), rtol=1e-6)  # LRA's 1.58e-3 peak
+    np.testing.assert_allclose(float(lr(99)), 0.05 * 0.1 / np.sqrt(1000), rtol=1e-6)
+    np.testing.assert_allclose(float(lr(3999)), 0.05 / np.sqrt(4000), rtol=1e-6)
+
+
+def test_cosine_schedule_warms_up_then_decays_to_zero():
+    lr = learning_rate(TrainConfig(lr=1e-3, schedule="cosine", warmup_steps=10, num_steps=110))
+    values = np.array([float(lr(c)) for c in range(120)])
+    assert values[9] == pytest.approx(1e-3 * np.cos(0.0), rel=1e-6)
+    assert np.all(np.diff(values[:10]) > 0) and np.all(np.diff(values[10:118]) <= 1e-12)
+    assert values[9 + 55] == pytest.approx(0.5e-3, rel=1e-3)  # half-way through the cycle
+
+
+def test_train_batches_are_seeded_epoch_permutations():
+    src = [{"inputs": np.array([i], np.int32)} for i in range(10)]
+    batches = TrainBatches(src, 5, seed=3)
+    epoch = np.concatenate([batches[0]["inputs"][:, 0], batches[1]["inputs"][:, 0]])
+    assert sorted(epoch.tolist()) == list(range(10))
+    again = TrainBatches(src, 5, seed=3)
+    assert np.array_equal(again[7]["inputs"], batches[7]["inputs"])
+    other = TrainBatches(src, 5, seed=4)
+    assert not all(np.array_equal(other[i]["inputs"], batches[i]["inputs"]) for i in range(4))
+    # each of two processes reads its half of the same global batch
+    halves = [TrainBatches(src, 4, seed=3, process_index=p, process_count=2)[5]["inputs"]
+              for p in range(2)]
+    assert np.array_equal(np.concatenate(halves), TrainBatches(src, 4, seed=3)[5]["inputs"])
+
+
+def test_eval_batches_cover_the_split_once_with_weights():
+    src = [{"inputs": np.array([i], np.int32)} for i in range(10)]
+    batches = list(eval_batches(src, 4))
+    assert [b["inputs"].shape for b in batches] == [(4, 1)] * 3
+    weights = np.concatenate([b["weights"] for b in batches])
+    seen = np.concatenate([b["inputs"][:, 0] for b in batches])[weights > 0]
+    assert sorted(seen.tolist()) == list(range(10)) and weights.sum() == 10
+
+
+def _setup(cfg, task, dropout=0.1, **train):
+    d = cfg.to_dict()
+    cfg = config_lib.Config.from_dict({
+        **d, "train": {**d["train"], **train},
+        "model": {**d["model"], "dropout": dropout, "attention_dropout": dropout}})
+    model = build_model(cfg, task, rngs=nnx.Rngs(params=0, dropout=0, default=0))
+    graphdef, params, rest = nnx.split(model, nnx.Param, ...)
+    tx = optimizer(cfg.train)
+    state = {"step": jnp.zeros((), jnp.int32), "params": params, "opt_state": tx.init(params)}
+    step = jax.jit(make_train_step(graphdef, tx, cfg.train.grad_accum, learning_rate(cfg.train)))
+    return state, rest, step
+
+
+def test_one_step_updates_every_parameter(listops_tiny):
+    cfg, task = listops_tiny
+    state, rest, step = _setup(cfg, task, schedule="constant", warmup_steps=1, lr=1e-3)
+    batch = TrainBatches(task.source("train"), 16, seed=0)[0]
+    new, metrics = step(jax.tree.map(jnp.copy, state), rest, batch, jax.random.key(0))
+    assert int(new["step"]) == 1 and np.isfinite(float(metrics["loss"]))
+    moved = jax.tree.map(lambda a, b: bool(jnp.any(a != b)), state["params"], new["params"])
+    assert all(jax.tree.leaves(moved)), "some parameters did not move"
+
+
+def test_overfits_a_tiny_batch(listops_tiny):
+    cfg, task = listops_tiny
+    state, rest, step = _setup(cfg, task, dropout=0.0, schedule="constant", warmup_steps=1,
+                               lr=3e-3, weight_decay=0.0)
+    batch = TrainBatches(task.source("train"), 16, seed=0)[0]
+    first = None
+    for i in range(150):
+        state, metrics = step(state, rest, batch, jax.random.key(i))
+        first = first if first is not None else float(metrics["loss"])
+    assert float(metrics["accuracy"]) == 1.0 and float(metrics["loss"]) < 0.1 * first
+
+
+def test_gradient_accumulation_equals_the_full_batch(listops_tiny):
+    cfg, task = listops_tiny
+    batch = TrainBatches(task.source("train"), 16, seed=0)[0]
+    outs = []
+    for k in (1, 4):
+        state, rest, step = _setup(cfg, task, dropout=0.0, grad_accum=k, schedule="constant",
+                                   lr=1e-3)
+        for i in range(3):
+            state, metrics = step(state, rest, batch, jax.random.key(i))
+        outs.append((state, metrics))
+    (s1, m1), (s4, m4) = outs
+    np.testing.assert_allclose(float(m1["loss"]), float(m4["loss"]), rtol=1e-5)
+    for a, b in zip(jax.tree.leaves(s1["params"]), jax.tree.leaves(s4["params"])):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-5)
