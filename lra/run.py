@@ -66,8 +66,17 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(cfg.to_dict(), indent=2, sort_keys=True))
         return 0
     sharding.initialize_distributed(args.coordinator, args.num_processes, args.process_id)
+    try:
+        mesh = sharding.make_mesh()
+        sharding.check_batch_size(cfg.train.batch_size, mesh)
+        sharding.check_batch_size(cfg.train.batch_size // cfg.train.grad_accum, mesh,
+                                  "train.batch_size / train.grad_accum")
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
 
-    from lra.train import NonFiniteError, train_and_evaluate  # heavy imports after parsing
+    from lra.checkpoint import ConfigMismatchError  # heavy imports after parsing
+    from lra.train import NonFiniteError, train_and_evaluate
 
     workdir = args.workdir or Path("workdirs") / f"{cfg.task}-{cfg.attention}-{cfg.preset}-seed{cfg.seed}"
     data_dir = args.data_dir or default_data_dir()
@@ -77,13 +86,9 @@ def main(argv: list[str] | None = None) -> int:
     except (tasks.DataError, NonFiniteError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
-    except Exception as err:
-        from lra.checkpoint import ConfigMismatchError
-
-        if isinstance(err, ConfigMismatchError):
-            print(f"error: {err}", file=sys.stderr)
-            return 2
-        raise
+    except ConfigMismatchError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     if record.get("status") == "preempted":
         return 0
     m = record["metrics"]

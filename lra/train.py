@@ -9,6 +9,7 @@ checkpoint (bit-identically on the same device count: data order and randomness 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import signal
@@ -24,6 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 from flax import nnx
+from jax.experimental import multihost_utils
 from tqdm.auto import tqdm
 
 import tasks
@@ -168,6 +170,14 @@ def _evaluate(eval_fn, params, rest, source, config: Config, mesh, *, max_batche
     return {"accuracy": sums["correct"] / n, "loss": sums["loss"] / n, "examples": int(sums["count"])}
 
 
+def params_digest(params) -> str:
+    """sha256 of every parameter's bytes in tree order (replicated: this process's copy suffices)."""
+    h = hashlib.sha256()
+    for leaf in jax.tree.leaves(params):
+        h.update(np.asarray(leaf.addressable_data(0)).tobytes())
+    return h.hexdigest()
+
+
 def _log(workdir: Path, record: dict[str, Any]) -> None:
     if jax.process_index() == 0:
         with open(workdir / "metrics.jsonl", "a") as f:
@@ -185,7 +195,14 @@ def train_and_evaluate(config: Config, workdir: Path, *, data_dir: Path,
     workdir.mkdir(parents=True, exist_ok=True)
     t = config.train
     task = tasks.build(config.task, data_dir, **config.data)
-    task.prepare()
+    # Process 0 prepares first; the others then find the data (shared filesystem) or make the
+    # same deterministic data themselves (separate disks).
+    if jax.process_index() == 0:
+        task.prepare()
+    if jax.process_count() > 1:
+        multihost_utils.sync_global_devices("lra: data prepared")
+        if jax.process_index() != 0:
+            task.prepare()
     train_src, val_src, test_src = (task.source(s) for s in ("train", "val", "test"))
 
     mesh = sharding.make_mesh()
@@ -306,6 +323,7 @@ def train_and_evaluate(config: Config, workdir: Path, *, data_dir: Path,
                             if history.train_time_s > 0 else None),
             "peak_memory": results.peak_memory_bytes(),
             "num_params": num_params,
+            "params_sha256": params_digest(state["params"]),
         },
         "device": results.device_info(),
         "versions": results.versions(),

@@ -1,0 +1,158 @@
+"""The trainer under faults and at scale, with real processes: kill -9 and resume, SIGTERM, NaN,
+several emulated CPU devices, and two processes joined by jax.distributed."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+DATA = ["--set", "data.train_size=128", "--set", "data.val_size=32", "--set", "data.test_size=32"]
+
+
+def _env(devices: int = 1) -> dict[str, str]:
+    env = dict(os.environ)
+    env["XLA_FLAGS"] = (f"--xla_force_host_platform_device_count={devices} "
+                        "--xla_cpu_experimental_ynn_fusion_type=")
+    env.pop("JAX_NUM_CPU_DEVICES", None)
+    return env
+
+
+def _cmd(tmp: Path, work: str, *extra: str, attn: str = "softmax") -> list[str]:
+    return [sys.executable, "-m", "lra.run", "--task", "listops", "--attn", attn,
+            "--preset", "tiny", "--data-dir", str(tmp / "data"), "--workdir", str(tmp / work),
+            "--results-dir", str(tmp / "results"), "--no-progress", *DATA, *extra]
+
+
+def _run(cmd, devices=1, timeout=600):
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=_env(devices))
+    assert out.returncode == 0, out.stderr[-4000:]
+    return out
+
+
+def _result(tmp: Path, work: str) -> dict:
+    return json.loads((tmp / work / "result.json").read_text())
+
+
+def _train_losses(tmp: Path, work: str) -> list[float]:
+    lines = (tmp / work / "metrics.jsonl").read_text().splitlines()
+    return [r["loss"] for r in map(json.loads, lines) if r["split"] == "train"]
+
+
+@pytest.fixture(scope="module")
+def tmp(tmp_path_factory):
+    path = tmp_path_factory.mktemp("faults")
+    # generate the data once, outside the timed runs
+    subprocess.run([sys.executable, "-m", "lra.data", "prepare", "--task", "listops",
+                    "--data-dir", str(path / "data"), "--set", "min_length=5",
+                    "--set", "max_length=40", "--set", "max_depth=3", "--set", "train_size=128",
+                    "--set", "val_size=32", "--set", "test_size=32"], check=True, timeout=300)
+    return path
+
+
+LONG = ["--set", "train.num_steps=120", "--set", "train.checkpoint_every=10",
+        "--set", "train.eval_every=40", "--set", "train.log_every=1"]
+
+
+def test_sigkill_then_resume_is_bit_identical(tmp):
+    _run(_cmd(tmp, "straight", *LONG))
+    proc = subprocess.Popen(_cmd(tmp, "killed", *LONG), env=_env(), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    ckpts = tmp / "killed" / "checkpoints" / "last"
+    deadline = time.time() + 300
+    while time.time() < deadline:
+        steps = [int(p.name) for p in ckpts.glob("*") if p.name.isdigit()] if ckpts.exists() else []
+        if steps and max(steps) >= 30:
+            break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=60)
+    assert proc.returncode == -signal.SIGKILL, "the run finished before it could be killed"
+    assert not (tmp / "killed" / "result.json").exists()
+    resumed = _run(_cmd(tmp, "killed", *LONG))
+    assert "resuming from step" in resumed.stderr
+    a, b = _result(tmp, "straight")["metrics"], _result(tmp, "killed")["metrics"]
+    assert a["params_sha256"] == b["params_sha256"]
+    for key in ("test_accuracy_at_last", "test_accuracy_at_best_val", "best_val_accuracy",
+                "best_val_step", "final_train_loss"):
+        assert a[key] == b[key], key
+
+
+def test_sigterm_saves_a_checkpoint_and_exits_0(tmp):
+    cmd = _cmd(tmp, "term", "--set", "train.num_steps=100000", "--set",
+               "train.checkpoint_every=100000")
+    proc = subprocess.Popen(cmd, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True)
+    metrics = tmp / "term" / "metrics.jsonl"
+    deadline = time.time() + 300
+    while time.time() < deadline and not (metrics.exists() and metrics.stat().st_size > 0):
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)
+    t0 = time.time()
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err[-3000:]
+    assert time.time() - t0 < 60
+    assert "SIGTERM: checkpoint saved" in err
+    steps = [p.name for p in (tmp / "term" / "checkpoints" / "last").iterdir() if p.name.isdigit()]
+    assert steps and int(steps[0]) > 0
+
+
+def test_nan_stops_with_the_step_and_keeps_the_last_good_checkpoint(tmp):
+    cmd = _cmd(tmp, "nan", "--set", "train.lr=1e9", "--set", "train.schedule=constant",
+               "--set", "train.warmup_steps=1", "--set", "train.num_steps=200",
+               "--set", "train.checkpoint_every=1", "--set", "train.weight_decay=0")
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=_env())
+    assert out.returncode == 1
+    assert "non-finite" in out.stderr and "at step" in out.stderr
+    assert "last good checkpoint" in out.stderr or "no checkpoint" in out.stderr
+    assert not (tmp / "nan" / "result.json").exists()
+
+
+@pytest.mark.parametrize("attn", ["softmax", "cosformer"])
+def test_four_devices_match_one(tmp, attn):
+    steps = ["--set", "train.num_steps=8", "--set", "train.log_every=1", "--set",
+             "model.dropout=0", "--set", "model.attention_dropout=0"]
+    _run(_cmd(tmp, f"dev1-{attn}", *steps, attn=attn), devices=1)
+    _run(_cmd(tmp, f"dev4-{attn}", *steps, attn=attn), devices=4)
+    one, four = _train_losses(tmp, f"dev1-{attn}"), _train_losses(tmp, f"dev4-{attn}")
+    assert len(one) == len(four) == 8
+    assert max(abs(a - b) for a, b in zip(one, four)) < 1e-5, (one, four)
+    assert _result(tmp, f"dev4-{attn}")["device"]["count"] == 4
+
+
+def test_batch_not_divisible_by_devices_is_a_clear_error(tmp):
+    out = subprocess.run(_cmd(tmp, "baddiv", "--set", "train.batch_size=6"), capture_output=True,
+                         text=True, timeout=600, env=_env(4))
+    assert out.returncode == 2 and "does not divide over 4 devices" in out.stderr
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_two_processes_train_like_one(tmp):
+    steps = ["--set", "train.num_steps=6", "--set", "train.log_every=1", "--set",
+             "model.dropout=0", "--set", "model.attention_dropout=0"]
+    _run(_cmd(tmp, "single", *steps), devices=1)
+    port = _free_port()
+    procs = [subprocess.Popen(
+        _cmd(tmp, "multi", *steps, "--coordinator", f"127.0.0.1:{port}", "--num-processes", "2",
+             "--process-id", str(i)), env=_env(1), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True) for i in range(2)]
+    for p in procs:
+        _, err = p.communicate(timeout=600)
+        assert p.returncode == 0, err[-3000:]
+    one, two = _train_losses(tmp, "single"), _train_losses(tmp, "multi")
+    assert len(one) == len(two) == 6
+    assert max(abs(a - b) for a, b in zip(one, two)) < 1e-5, (one, two)
+    result = _result(tmp, "multi")
+    assert result["device"]["count"] == 2 and result["device"]["process_count"] == 2
