@@ -191,6 +191,7 @@ def train_and_evaluate(config: Config, workdir: Path, *, data_dir: Path,
     The result file is written under ``results_dir`` when one is given (process 0 only).
     """
     started = time.perf_counter()
+    source_commit = results.git_commit()  # the code that runs, before anything can change it
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     t = config.train
@@ -327,7 +328,7 @@ def train_and_evaluate(config: Config, workdir: Path, *, data_dir: Path,
         },
         "device": results.device_info(),
         "versions": results.versions(),
-        "git": results.git_commit(),
+        "git": source_commit,
         "date": results.now(),
         "status": status,
     }
