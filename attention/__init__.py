@@ -23,7 +23,9 @@ A family is one ``flax.nnx.Module`` class in its own file in this package, regis
   ``complexity`` (e.g. ``"O(L d^2)"``) and ``subquadratic`` (True if memory grows slower than L^2;
   checked by tests/test_attention_memory.py). Optionally ``contract_options``: small-size options
   (e.g. ``{"block_size": 8}``) under which the shared contract tests, run at L=64, exercise the
-  family's real structure instead of a degenerate one-block case.
+  family's real structure instead of a degenerate one-block case. ``discrete_routing = True`` marks
+  families whose routing is a discontinuous function of the input (LSH buckets): the bf16 contract
+  test then requires agreement at 95% of positions rather than all.
 * Families whose core is a function of per-head q, k, v expose that pure function too
   (e.g. ``softmax_kernel(q, k, v, mask=None, *, causal=False)``), with q, k, v float[B, L, H, Dh]
   (the layout of ``jax.nn.dot_product_attention``) and ``mask`` bool[B, L] over keys.

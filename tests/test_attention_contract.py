@@ -130,9 +130,15 @@ def test_bfloat16_input(name):
     assert y16.dtype == jnp.bfloat16
     assert bool(jnp.all(jnp.isfinite(y16.astype(jnp.float32))))
     real = np.asarray(mask)
-    err = np.abs(np.asarray(y16.astype(jnp.float32)) - np.asarray(y32))[real]
+    err = np.abs(np.asarray(y16.astype(jnp.float32)) - np.asarray(y32))[real].max(axis=-1)
     scale = np.abs(np.asarray(y32))[real].max()
-    assert err.max() < 0.1 * scale + 0.05, f"bf16 deviates by {err.max():.3g} (scale {scale:.3g})"
+    close = err < 0.1 * scale + 0.05
+    if getattr(attention.family(name), "discrete_routing", False):
+        # Hash/sort routing is discontinuous: a bucket that flips under bf16 rounding changes that
+        # token's output by O(1). Require nearly all positions to agree instead of all.
+        assert close.mean() >= 0.95, f"bf16 agrees at only {close.mean():.0%} of positions"
+    else:
+        assert close.all(), f"bf16 deviates by {err.max():.3g} (scale {scale:.3g})"
 
 
 @pytest.mark.parametrize("name", FAMILIES)

@@ -114,3 +114,32 @@ def test_gradient_accumulation_equals_the_full_batch(listops_tiny):
     np.testing.assert_allclose(float(m1["loss"]), float(m4["loss"]), rtol=1e-5)
     for a, b in zip(jax.tree.leaves(s1["params"]), jax.tree.leaves(s4["params"])):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-5)
+
+
+def test_remat_gives_the_same_step(listops_tiny):
+    cfg, task = listops_tiny
+    batch = TrainBatches(task.source("train"), 16, seed=0)[0]
+    outs = []
+    for remat in (False, True):
+        d = cfg.to_dict()
+        c = config_lib.Config.from_dict({**d, "model": {**d["model"], "remat": remat}})
+        state, rest, step = _setup(c, task, dropout=0.0, schedule="constant", lr=1e-3)
+        outs.append(step(state, rest, batch, jax.random.key(0)))
+    (s0, m0), (s1, m1) = outs
+    np.testing.assert_allclose(float(m0["loss"]), float(m1["loss"]), rtol=1e-6)
+    for a, b in zip(jax.tree.leaves(s0["params"]), jax.tree.leaves(s1["params"])):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-6)
+
+
+def test_bfloat16_compute_keeps_float32_parameters(listops_tiny):
+    cfg, task = listops_tiny
+    d = cfg.to_dict()
+    c = config_lib.Config.from_dict({**d, "model": {**d["model"], "dtype": "bfloat16"}})
+    state, rest, step = _setup(c, task, dropout=0.0, schedule="constant", lr=1e-3)
+    batch = TrainBatches(task.source("train"), 16, seed=0)[0]
+    new, metrics = step(state, rest, batch, jax.random.key(0))
+    assert np.isfinite(float(metrics["loss"]))
+    assert {leaf.dtype for leaf in jax.tree.leaves(new["params"])} == {jnp.dtype("float32")}
+    f32_state, _, f32_step = _setup(cfg, task, dropout=0.0, schedule="constant", lr=1e-3)
+    _, f32_metrics = f32_step(f32_state, rest, batch, jax.random.key(0))
+    assert abs(float(metrics["loss"]) - float(f32_metrics["loss"])) < 0.05
