@@ -5,6 +5,6 @@ import os
 # Tests that need several devices spawn their own subprocesses with XLA_FLAGS set there.
 os.environ.setdefault("XLA_FLAGS", "--xla_cpu_experimental_ynn_fusion_type=")
 
-import jax  # noqa: E402
+import jax
 
 jax.config.update("jax_numpy_rank_promotion", "raise")
