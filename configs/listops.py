@@ -27,7 +27,7 @@ PRESETS = {
         "model.emb_dim": 64, "model.num_heads": 4, "model.num_layers": 2, "model.qkv_dim": 64,
         "model.mlp_dim": 128, "model.dropout": 0.0, "model.attention_dropout": 0.0,
         "train.batch_size": 32, "train.lr": 0.05, "train.warmup_steps": 300,
-        "train.weight_decay": 0.01, "train.num_steps": 2000, "train.eval_every": 250,
+        "train.weight_decay": 0.01, "train.num_steps": 1000, "train.eval_every": 200,
         "train.checkpoint_every": 500,
     },
     "tiny": {
