@@ -68,23 +68,48 @@ def test_shape_dtype_and_jit(name):
     np.testing.assert_allclose(np.asarray(y_all), np.asarray(y_ones), atol=1e-6)
 
 
+def padding_leak(module) -> float:
+    """Largest change at real positions when only padded positions of x change."""
+    x, mask = inputs()
+    noise = 100.0 * jax.random.normal(jax.random.key(7), x.shape)
+    x_changed = jnp.where(mask[..., None], x, noise)
+    diff = np.abs(np.asarray(module(x, mask)) - np.asarray(module(x_changed, mask)))
+    return float(diff[np.asarray(mask)].max())
+
+
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("name", FAMILIES)
 def test_padding_cannot_leak(name, causal):
     if causal and not supports_causal(name):
         pytest.skip(f"{name} has no causal mode")
     module = make(name, causal=causal)
+    leak = padding_leak(module)
+    assert leak < 1e-4, f"padding leaks into real positions (max diff {leak:.3g})"
+    # and real positions do react to real inputs
     x, mask = inputs()
-    noise = 100.0 * jax.random.normal(jax.random.key(7), x.shape)
-    x_changed = jnp.where(mask[..., None], x, noise)
     y = module(x, mask)
-    y_changed = module(x_changed, mask)
-    real = np.asarray(mask)
-    diff = np.abs(np.asarray(y) - np.asarray(y_changed))[real]
-    assert diff.max() < 1e-4, f"padding leaks into real positions (max diff {diff.max():.3g})"
-    # and the test can fail: changing a real position does change real outputs
     x_real_changed = x.at[1, 3].add(5.0)
-    assert np.abs(np.asarray(module(x_real_changed, mask) - y)[real]).max() > 1e-4
+    assert np.abs(np.asarray(module(x_real_changed, mask) - y)[np.asarray(mask)]).max() > 1e-4
+
+
+class _LeakyLinearAttention(nnx.Module):
+    """The original LRA's Linear Transformer bug: the pad mask is ignored."""
+
+    def __init__(self, rngs):
+        from attention._projections import HeadProjections
+
+        self.proj = HeadProjections(D, H, D, rngs=rngs)
+
+    def __call__(self, x, mask=None, *, deterministic=True):
+        q, k, v = self.proj.qkv(x)
+        q, k = jax.nn.elu(q) + 1, jax.nn.elu(k) + 1
+        kv = jnp.einsum("blhd,blhe->bhde", k, v)
+        out = jnp.einsum("blhd,bhde->blhe", q, kv) / jnp.einsum("blhd,bhd->blh", q, k.sum(1))[..., None]
+        return self.proj.merge(out)
+
+
+def test_the_leak_check_catches_the_original_bug():
+    assert padding_leak(_LeakyLinearAttention(nnx.Rngs(0))) > 1e-2
 
 
 @pytest.mark.parametrize("name", FAMILIES)
