@@ -1,0 +1,194 @@
+"""Block-wise sparse attention: the machinery shared by the local, sparse, longformer and bigbird families.
+
+Every block-sparse family here has the same shape of computation:
+
+1. pad the length to a multiple of the block size ``b`` (pads become masked keys) and reshape
+   queries to ``[B, N, b, H, Dh]`` (N = number of blocks);
+2. collect, for each query block, the keys it may see as one or more *key groups*;
+3. compute the logits of every group, mask them (pattern, key padding, causality), take ONE softmax in
+   float32 over the concatenation of all groups, and sum the groups' weighted values.
+
+No dense ``L x L`` logit or mask array is ever formed; memory is ``O(B H N b K)`` where K is the
+number of keys a query block gathers. A key must appear in at most one group (or be masked in all
+but one), otherwise it would be counted twice: callers guarantee this.
+
+Key group kinds (``KeyGroup.kind``), with ``q`` blocks float[B, N, bq, H, Dh]:
+
+* ``"block"``: keys float[B, N, K, H, Dh], a separate key set per query block (own block,
+  neighbouring blocks, gathered random blocks).
+* ``"shared"``: keys float[B, K, H, Dh], one key set seen by every query block (summary columns,
+  global tokens, or every key for a dense global row).
+* ``"strided"``: keys float[B, M, bq, H, Dh]: query (n, r) sees key (m, r) for every block m, i.e. the
+  keys at the same offset inside every block (the Sparse Transformer's strided pattern).
+
+``allowed`` is always bool of rank 5, ``[B or 1, H or 1, N or 1, bq or 1, K]``, broadcast explicitly.
+
+Masked logits are set to a finite -1e30 (as in attention/softmax.py): a query with no allowed key
+gets a finite, uniform average over its gathered keys instead of NaN; a query with at least one
+allowed key gives exactly zero weight to every disallowed one, so nothing leaks through them.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from attention._projections import dropout_probs
+
+MASKED_LOGIT = -1e30
+
+_SPECS = {
+    "block": ("bnqhd,bnkhd->bhnqk", "bhnqk,bnkhd->bnqhd"),
+    "shared": ("bnqhd,bkhd->bhnqk", "bhnqk,bkhd->bnqhd"),
+    "strided": ("bnqhd,bmqhd->bhnqm", "bhnqm,bmqhd->bnqhd"),
+}
+
+
+class KeyGroup(NamedTuple):
+    """Keys, values and the allowed pattern of one group (see the module docstring for shapes)."""
+
+    k: jax.Array
+    v: jax.Array
+    allowed: jax.Array
+    kind: str = "block"
+
+
+def num_blocks(length: int, block: int) -> int:
+    """Number of blocks of size ``block`` needed to cover ``length`` positions."""
+    return -(-length // block)
+
+
+def pad_length(x: jax.Array, length: int) -> jax.Array:
+    """Pad axis 1 of ``x`` with zeros (False for bool) up to ``length``."""
+    pad = length - x.shape[1]
+    if pad == 0:
+        return x
+    return jnp.pad(x, [(0, 0), (0, pad)] + [(0, 0)] * (x.ndim - 2))
+
+
+def to_blocks(x: jax.Array, block: int) -> jax.Array:
+    """x: [B, L, ...] -> [B, N, block, ...], zero-padded (False for a bool mask) at the end."""
+    n = num_blocks(x.shape[1], block)
+    x = pad_length(x, n * block)
+    return x.reshape(x.shape[0], n, block, *x.shape[2:])
+
+
+def from_blocks(xb: jax.Array, length: int) -> jax.Array:
+    """xb: [B, N, b, ...] -> [B, length, ...] (drops the internal padding)."""
+    b, n, blk = xb.shape[:3]
+    return xb.reshape(b, n * blk, *xb.shape[3:])[:, :length]
+
+
+def neighbours(xb: jax.Array, offsets: tuple[int, ...]) -> jax.Array:
+    """xb: [B, N, b, ...] -> [B, N, len(offsets) * b, ...]: block n gets blocks n + o, o in offsets.
+
+    Blocks outside [0, N) are zeros (False for a bool mask); slicing, not a gather, so it stays cheap.
+    """
+    n = xb.shape[1]
+    lo, hi = max(0, -min(offsets)), max(0, max(offsets))
+    xp = jnp.pad(xb, [(0, 0), (lo, hi)] + [(0, 0)] * (xb.ndim - 2))
+    return jnp.concatenate([xp[:, lo + o: lo + o + n] for o in offsets], axis=2)
+
+
+def neighbour_positions(n: int, block: int, offsets: tuple[int, ...]) -> jax.Array:
+    """int32[N, len(offsets) * block]: the absolute key positions ``neighbours`` gathers.
+
+    Positions of blocks outside [0, N) come out < 0 or >= N * block; the gathered key mask is False
+    there anyway.
+    """
+    start = (jnp.arange(n)[:, None] + jnp.asarray(offsets)[None, :]) * block  # [N, S]
+    pos = start[:, :, None] + jnp.arange(block)[None, None, :]
+    return pos.reshape(n, len(offsets) * block)
+
+
+def block_positions(n: int, block: int) -> jax.Array:
+    """int32[N, block]: absolute position of every slot of every block."""
+    return jnp.arange(n * block).reshape(n, block)
+
+
+def attend(qb: jax.Array, groups: list[KeyGroup], *, dropout_rate: float = 0.0,
+           dropout_rng: jax.Array | None = None) -> jax.Array:
+    """One masked softmax over all key groups of each query.
+
+    qb: float[B, N, bq, H, Dh] query blocks; groups: see the module docstring.
+    Returns float[B, N, bq, H, Dh] in qb's dtype. Logits, softmax and the value sums are float32.
+    """
+    scale = 1.0 / jnp.sqrt(jnp.float32(qb.shape[-1]))
+    logits, sizes = [], []
+    for g in groups:
+        spec = _SPECS[g.kind][0]
+        s = jnp.einsum(spec, qb, g.k, preferred_element_type=jnp.float32) * scale
+        logits.append(jnp.where(g.allowed, s, MASKED_LOGIT))
+        sizes.append(s.shape[-1])
+    probs = jax.nn.softmax(jnp.concatenate(logits, axis=-1), axis=-1)
+    probs = dropout_probs(probs, dropout_rate, dropout_rng)
+    out = None
+    start = 0
+    for g, size in zip(groups, sizes):
+        p = probs[..., start: start + size].astype(g.v.dtype)
+        start += size
+        o = jnp.einsum(_SPECS[g.kind][1], p, g.v, preferred_element_type=jnp.float32)
+        out = o if out is None else out + o
+    return out.astype(qb.dtype)
+
+
+def global_rows(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array, *, causal: bool,
+                dropout_rate: float = 0.0, dropout_rng: jax.Array | None = None) -> jax.Array:
+    """Dense attention of a few global queries over every key.
+
+    q: float[B, G, H, Dh] (the first G positions); k, v: float[B, L, H, Dh]; mask: bool[B, L].
+    Causal: query i (0-based, i < G) sees keys j <= i. Returns float[B, G, H, Dh]. Cost O(G L d).
+    """
+    length, g = k.shape[1], q.shape[1]
+    allowed = mask[:, None, None, None, :]  # [B, 1, 1, 1, L]
+    if causal:
+        tri = jnp.arange(length)[None, :] <= jnp.arange(g)[:, None]  # [G, L]
+        allowed = allowed & tri[None, None, None]
+    out = attend(q[:, None], [KeyGroup(k, v, allowed, "shared")], dropout_rate=dropout_rate,
+                 dropout_rng=dropout_rng)
+    return out[:, 0]
+
+
+def global_columns(k: jax.Array, v: jax.Array, mask: jax.Array) -> KeyGroup:
+    """The first G keys as a group every (non-global) query block sees.
+
+    k, v: float[B, G, H, Dh]; mask: bool[B, G]. The non-global queries all sit after the global
+    positions, so causality never hides a global key from them.
+    """
+    return KeyGroup(k, v, mask[:, None, None, None, :], "shared")
+
+
+def split_rng(rng: jax.Array | None, n: int) -> list[jax.Array | None]:
+    """n independent dropout keys, or n Nones."""
+    if rng is None:
+        return [None] * n
+    return list(jax.random.split(rng, n))
+
+
+def with_global_tokens(structured, q, k, v, mask, *, global_tokens: int, causal: bool,
+                       global_qkv=None, dropout_rate: float = 0.0, dropout_rng=None):
+    """Add ``global_tokens`` leading global positions around a block-sparse pattern.
+
+    The first G positions attend to every key (``global_rows``, with ``global_qkv`` =
+    (q_g, k_g, v_g) if given, else q, k, v) and are attended by every other query
+    (``global_columns``). The remaining positions run ``structured(q, k, v, mask, extra_groups,
+    dropout_rng)`` on the sequence *after* the global positions, with the global columns passed as
+    an extra key group; pattern positions are therefore counted from G. Because global keys are
+    visible to everyone, this split is exact: no key is counted twice.
+
+    q, k, v: float[B, L, H, Dh]; mask: bool[B, L]. Returns float[B, L, H, Dh].
+    """
+    g = min(global_tokens, q.shape[1])
+    if g == 0:
+        return structured(q, k, v, mask, [], dropout_rng)
+    rng_rows, rng_rest = split_rng(dropout_rng, 2)
+    qg, kg, vg = global_qkv if global_qkv is not None else (q, k, v)
+    rows = global_rows(qg[:, :g], kg, vg, mask, causal=causal, dropout_rate=dropout_rate,
+                       dropout_rng=rng_rows)
+    if g == q.shape[1]:
+        return rows
+    extra = [global_columns(k[:, :g], v[:, :g], mask[:, :g])]
+    rest = structured(q[:, g:], k[:, g:], v[:, g:], mask[:, g:], extra, rng_rest)
+    return jnp.concatenate([rows.astype(rest.dtype), rest], axis=1)

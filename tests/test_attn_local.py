@@ -1,0 +1,117 @@
+"""Local attention against an independent dense reference (explicit L x L block mask, numpy)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import nnx
+
+import attention
+from attention.local import local_kernel
+
+B, H, DH = 2, 2, 4
+
+
+def dense_reference(q, k, v, allowed):
+    """Masked softmax attention in float64; allowed: bool[B or 1, H or 1, L, L]."""
+    q, k, v = (np.asarray(a, np.float64) for a in (q, k, v))
+    s = np.einsum("bqhd,bkhd->bhqk", q, k) / np.sqrt(q.shape[-1])
+    s = np.where(allowed, s, -1e30)
+    p = np.exp(s - s.max(-1, keepdims=True))
+    p /= p.sum(-1, keepdims=True)
+    return np.einsum("bhqk,bkhd->bqhd", p, v)
+
+
+def qkv_and_mask(length, seed=0):
+    rng = np.random.default_rng(seed)
+    q, k, v = (rng.normal(size=(B, length, H, DH)).astype(np.float32) for _ in range(3))
+    mask = np.ones((B, length), bool)
+    mask[1, 2 * length // 3:] = False  # right padding
+    mask[0, 5] = False  # a hole inside a block
+    return q, k, v, mask
+
+
+def block_pattern(length, block, causal):
+    i, j = np.arange(length)[:, None], np.arange(length)[None, :]
+    allowed = i // block == j // block
+    return allowed & (j <= i) if causal else allowed
+
+
+# jitted: one compilation per configuration is much cheaper than eager op-by-op dispatch
+_kernel = jax.jit(local_kernel, static_argnames=("causal", "block_size"))
+
+
+def run(q, k, v, mask, **kw):
+    return np.asarray(_kernel(*(jnp.asarray(a) for a in (q, k, v, mask)), **kw))
+
+
+def compare(out, ref, allowed, atol=2e-5):
+    rows = allowed.any(-1).any(1)  # [B, L]: queries with at least one allowed key
+    np.testing.assert_allclose(out[rows], ref[rows], atol=atol, rtol=1e-4)
+    assert np.isfinite(out).all()
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("length,block", [(64, 8), (61, 8), (100, 50), (30, 50)])
+def test_kernel_matches_dense_block_mask(length, block, causal):
+    q, k, v, mask = qkv_and_mask(length)
+    allowed = block_pattern(length, block, causal)[None, None] & mask[:, None, None, :]
+    out = run(q, k, v, mask, causal=causal, block_size=block)
+    compare(out, dense_reference(q, k, v, allowed), allowed)
+
+
+def test_blocks_are_contiguous_not_strided_as_in_lra():
+    # LRA reshaped [L] -> [b, L/b] and attended over b: groups {t : t mod (L/b) = const}.
+    length, block = 64, 8
+    q, k, v, mask = qkv_and_mask(length)
+    out = run(q, k, v, mask, block_size=block)
+    t = np.arange(length)
+    strided = (t[:, None] % (length // block)) == (t[None, :] % (length // block))
+    wrong = dense_reference(q, k, v, strided[None, None] & mask[:, None, None, :])
+    real = mask
+    assert np.abs(out - wrong)[real].max() > 1e-2
+    # and a change in the next block does not reach block 0 (contiguous blocks are independent)
+    k2 = k.copy()
+    k2[:, block:] += 3.0
+    np.testing.assert_allclose(run(q, k2, v, mask, block_size=block)[:, :block], out[:, :block],
+                               atol=1e-6)
+
+
+def test_query_without_real_keys_is_finite():
+    length, block = 32, 8
+    q, k, v, mask = qkv_and_mask(length)
+    mask[0, 8:16] = False  # a whole block of padding: its queries see no real key
+    allowed = block_pattern(length, block, False)[None, None] & mask[:, None, None, :]
+    out = run(q, k, v, mask, block_size=block)
+    assert np.isfinite(out).all()
+    compare(out, dense_reference(q, k, v, allowed), allowed)
+
+
+def test_module_matches_dense_reference():
+    dim, length, block = 16, 40, 8
+    module = attention.build("local", dim=dim, num_heads=H, qkv_dim=H * DH, causal=True,
+                             rngs=nnx.Rngs(0), block_size=block)
+    x = jax.random.normal(jax.random.key(1), (B, length, dim))
+    mask = jnp.arange(length)[None, :] < jnp.array([length, 29])[:, None]
+    q, k, v = nnx.jit(lambda m, x: m.proj.qkv(x))(module, x)
+    allowed = block_pattern(length, block, True)[None, None] & np.asarray(mask)[:, None, None, :]
+    o = jnp.asarray(dense_reference(q, k, v, allowed), jnp.float32)
+    ref = nnx.jit(lambda m, o: m.proj.merge(o))(module, o)
+    out = nnx.jit(lambda m, x, mask: m(x, mask))(module, x, mask)
+    real = np.asarray(mask)
+    np.testing.assert_allclose(np.asarray(out)[real], np.asarray(ref)[real], atol=2e-5, rtol=1e-4)
+
+
+def test_dropout_only_when_not_deterministic():
+    module = attention.build("local", dim=16, num_heads=H, qkv_dim=8, dropout=0.5,
+                             rngs=nnx.Rngs(0), block_size=8)
+    x = jax.random.normal(jax.random.key(1), (B, 32, 16))
+    a = nnx.jit(lambda m, x: m(x))(module, x)
+    b = nnx.jit(lambda m, x: m(x, deterministic=False))(module, x)
+    assert np.isfinite(np.asarray(b)).all()
+    assert np.abs(np.asarray(a - b)).max() > 1e-3
+
+
+def test_bad_block_size():
+    with pytest.raises(ValueError, match="block_size"):
+        attention.build("local", dim=16, num_heads=2, rngs=nnx.Rngs(0), block_size=0)
