@@ -4,6 +4,7 @@ looks for it.
     python -m lra.data generate listops --out DIR [--train N --val N --test N] [--seed S]
                                         [--workers K] [--min-length A --max-length B]
     python -m lra.data prepare --task listops [--data-dir DIR] [--set KEY=VALUE ...]
+    python -m lra.data fetch-release [--out DIR] [--url URL] [--sha256 HEX]   # the official archive
 
 The data directory is ``--data-dir``, else ``$LRA_DATA_DIR``, else ``~/.cache/lra``
 (``default_data_dir()``). Errors a user can fix (bad data, unknown task, bad option) print one line
@@ -143,6 +144,13 @@ def build_parser() -> argparse.ArgumentParser:
     prepare.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                          help="a data option of the task (repeatable), e.g. train_size=1000")
     prepare.set_defaults(run=_prepare)
+
+    from lra import release  # fetch-release: download, verify and safely unpack lra_release.gz
+
+    fetch = commands.add_parser("fetch-release", help="download, verify and unpack the official "
+                                                      "LRA release archive (about 8.2 GB)")
+    release.add_arguments(fetch)
+    fetch.set_defaults(run=release.run)
     return parser
 
 

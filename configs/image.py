@@ -1,0 +1,75 @@
+"""Image: grayscale CIFAR-10 read pixel by pixel, 1024 tokens, 10 classes (LRA section 1).
+
+    python -m lra.data prepare --task image                         # once, needs TensorFlow + network
+    python -m lra.run --task image --attn softmax                   # paper protocol
+    python -m lra.run --task image --attn linear --preset small     # minutes on a laptop CPU
+    python -m lra.run --task image --attn softmax --preset tiny     # smoke run, < 1 minute
+
+Training is LRA's ``image/configs/cifar10/base_cifar10_config.py`` (lra_original.md section 2):
+batch 256, lr 5e-4 with one epoch (175 steps) of linear warm-up then cosine decay over 200 epochs
+(35,000 steps), no weight decay, dropout 0.3, attention dropout 0.2, CLS pooling, learned positions
+N(0, 0.02), validation every epoch. The model sizes are per model in LRA: every model config
+overrides the base file's 1-layer, 1-head, d 32 model. ``BASE`` takes the Transformer's
+(1 layer, 8 heads, d 128, qkv 64, MLP 128), so that families LRA never configured run at the
+Transformer's size; ``ATTENTION`` holds the other LRA models' differences from it:
+
+    model        layers/heads/emb/qkv/mlp  other
+    local        1/2/128/64/128            block 64, mean pooling
+    longformer   4/4/128/64/128            mean pooling
+    reformer     4/8/64/32/64
+    sinkhorn     1/1/32/32/64 (the base)   block 64, weight decay 0.7, dropout 0.1
+    bigbird      1/1/128/64/128            block 64 (LRA's config sets ``num_head = 4``, a typo
+                                           that leaves 1 head)
+    performer    as the Transformer        ReLU kernel (what LRA ran; attention/performer.py)
+    sparse, linformer, synthesizer (random), linear: as the Transformer.
+
+In the ``tiny`` and ``small`` presets, what the preset sets wins over these deltas (so a tiny run
+stays tiny); the deltas' other keys (attention options, pooling, weight decay) still apply.
+A sequence is 1024 pixels whatever the preset, so the presets shrink the model and the batch:
+``small`` is 1 layer, d 64, 2 heads, batch 16, 1000 steps with lr 1e-3; ``tiny`` uses batch 8.
+"""
+
+BASE = {
+    "model.emb_dim": 128, "model.num_heads": 8, "model.num_layers": 1, "model.qkv_dim": 64,
+    "model.mlp_dim": 128, "model.dropout": 0.3, "model.attention_dropout": 0.2,
+    "model.pooling": "cls", "model.positional": "learned",
+    "train.batch_size": 256, "train.lr": 5e-4, "train.schedule": "cosine",
+    "train.warmup_steps": 175, "train.weight_decay": 0.0, "train.num_steps": 35000,
+    "train.eval_every": 175, "train.checkpoint_every": 1750,
+}
+
+PRESETS = {
+    "paper": {},
+    "small": {
+        "data.val_size": 1000, "data.test_size": 2000,
+        "model.emb_dim": 64, "model.num_heads": 2, "model.num_layers": 1, "model.qkv_dim": 64,
+        "model.mlp_dim": 128, "model.dropout": 0.1, "model.attention_dropout": 0.1,
+        "train.batch_size": 16, "train.lr": 1e-3, "train.warmup_steps": 100,
+        "train.num_steps": 1000, "train.eval_every": 250, "train.checkpoint_every": 250,
+    },
+    "tiny": {
+        "data.train_size": 256, "data.val_size": 64, "data.test_size": 64,
+        "model.emb_dim": 32, "model.num_heads": 2, "model.num_layers": 1, "model.qkv_dim": 32,
+        "model.mlp_dim": 64, "train.batch_size": 8, "train.warmup_steps": 5,
+        "train.num_steps": 20, "train.eval_every": 10, "train.checkpoint_every": 10,
+        "train.log_every": 5,
+    },
+}
+
+ATTENTION: dict[str, dict] = {
+    "local": {"model.num_heads": 2, "attn.block_size": 64, "model.pooling": "mean"},
+    "longformer": {"model.num_layers": 4, "model.num_heads": 4, "model.pooling": "mean"},
+    "reformer": {"model.num_layers": 4, "model.emb_dim": 64, "model.qkv_dim": 32,
+                 "model.mlp_dim": 64},
+    "sinkhorn": {"model.num_heads": 1, "model.emb_dim": 32, "model.qkv_dim": 32,
+                 "model.mlp_dim": 64, "attn.block_size": 64, "train.weight_decay": 0.7,
+                 "model.dropout": 0.1},
+    "bigbird": {"model.num_heads": 1, "attn.block_size": 64},
+    "performer": {"attn.kernel": "relu"},
+}
+
+# tiny and small stay tiny and small: the keys a preset sets win over a family's delta.
+ATTENTION_PRESETS: dict[tuple[str, str], dict] = {
+    (name, preset): {key: PRESETS[preset][key] for key in delta if key in PRESETS[preset]}
+    for name, delta in ATTENTION.items() for preset in ("tiny", "small")
+}
