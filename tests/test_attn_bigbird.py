@@ -5,6 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
+from reference import dense_reference
 
 import attention
 from attention.bigbird import bigbird_kernel, select_random_blocks
@@ -13,16 +14,6 @@ from attention.softmax import softmax_kernel
 B, H, DH = 2, 3, 4
 # jitted: one compilation per configuration is much cheaper than eager op-by-op dispatch
 kernel = jax.jit(bigbird_kernel, static_argnames=("block_size",))
-
-
-def dense_reference(q, k, v, allowed):
-    """Masked softmax attention in float64; allowed: bool[B or 1, H or 1, L, L]."""
-    q, k, v = (np.asarray(a, np.float64) for a in (q, k, v))
-    s = np.einsum("bqhd,bkhd->bhqk", q, k) / np.sqrt(q.shape[-1])
-    s = np.where(allowed, s, -1e30)
-    p = np.exp(s - s.max(-1, keepdims=True))
-    p /= p.sum(-1, keepdims=True)
-    return np.einsum("bhqk,bkhd->bqhd", p, v)
 
 
 def qkv_and_mask(length, seed=0):

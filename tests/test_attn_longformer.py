@@ -5,6 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
+from reference import dense_reference
 
 import attention
 from attention.longformer import longformer_kernel, window_reach
@@ -12,16 +13,6 @@ from attention.longformer import longformer_kernel, window_reach
 B, H, DH = 2, 2, 4
 # jitted: one compilation per configuration is much cheaper than eager op-by-op dispatch
 kernel = jax.jit(longformer_kernel, static_argnames=("causal", "window", "global_tokens"))
-
-
-def dense_reference(q, k, v, allowed):
-    """Masked softmax attention in float64; allowed: bool[B or 1, H or 1, L, L]."""
-    q, k, v = (np.asarray(a, np.float64) for a in (q, k, v))
-    s = np.einsum("bqhd,bkhd->bhqk", q, k) / np.sqrt(q.shape[-1])
-    s = np.where(allowed, s, -1e30)
-    p = np.exp(s - s.max(-1, keepdims=True))
-    p /= p.sum(-1, keepdims=True)
-    return np.einsum("bhqk,bkhd->bqhd", p, v)
 
 
 def arrays(length, n=3, seed=0):

@@ -5,22 +5,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
+from reference import dense_reference
 
 import attention
 from attention.sparse import sparse_kernel
 
 B, H, DH = 2, 2, 4
 L_BLOCK, C = 8, 3
-
-
-def dense_reference(q, k, v, allowed):
-    """Masked softmax attention in float64; allowed: bool[B or 1, H or 1, L, L]."""
-    q, k, v = (np.asarray(a, np.float64) for a in (q, k, v))
-    s = np.einsum("bqhd,bkhd->bhqk", q, k) / np.sqrt(q.shape[-1])
-    s = np.where(allowed, s, -1e30)
-    p = np.exp(s - s.max(-1, keepdims=True))
-    p /= p.sum(-1, keepdims=True)
-    return np.einsum("bhqk,bkhd->bqhd", p, v)
 
 
 def qkv_and_mask(length, seed=0):
