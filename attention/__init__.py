@@ -39,12 +39,11 @@ group ``lra.attention`` (the entry point's value is a module or a ``module:Class
 from __future__ import annotations
 
 import difflib
-import importlib
 import inspect
-import pkgutil
 from collections.abc import Callable
-from importlib import metadata
 from typing import Any
+
+from lra.registry import Registry, UnknownNameError
 
 __all__ = ["UnknownAttentionError", "available", "build", "family", "options", "register"]
 
@@ -53,74 +52,33 @@ ENTRY_POINT_GROUP = "lra.attention"
 # The arguments every family receives from the encoder; anything else is a family option.
 COMMON_ARGS = ("dim", "num_heads", "qkv_dim", "causal", "max_len", "dropout", "rngs")
 
-_REGISTRY: dict[str, type] = {}
-_discovered = False
-
-
-class UnknownAttentionError(KeyError):
+class UnknownAttentionError(UnknownNameError):
     """Raised for a name that no family registered; the message lists the valid names."""
 
-    def __str__(self) -> str:  # KeyError would quote the message
-        return str(self.args[0])
+
+_REGISTRY = Registry("attention", __name__, __path__, entry_point_group=ENTRY_POINT_GROUP,
+                     error=UnknownAttentionError)
 
 
 def register(name: str) -> Callable[[type], type]:
     """Class decorator: make ``cls`` available as attention family ``name``."""
 
     def wrap(cls: type) -> type:
-        existing = _REGISTRY.get(name)
-        if existing is not None and existing.__qualname__ != cls.__qualname__:
-            raise ValueError(
-                f"attention family {name!r} is registered twice: by {existing.__module__}."
-                f"{existing.__qualname__} and by {cls.__module__}.{cls.__qualname__}"
-            )
-        _REGISTRY[name] = cls
+        _REGISTRY.register(name)(cls)
         cls.family_name = name
         return cls
 
     return wrap
 
 
-def _discover() -> None:
-    global _discovered
-    if _discovered:
-        return
-    _discovered = True
-    for info in pkgutil.iter_modules(__path__):
-        if info.name.startswith("_"):
-            continue
-        try:
-            importlib.import_module(f"{__name__}.{info.name}")
-        except Exception as err:  # a broken family file must say which file it is
-            raise ImportError(f"attention family file attention/{info.name}.py failed to import: "
-                              f"{err!r}") from err
-    for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
-        try:
-            obj = ep.load()
-        except Exception as err:
-            raise ImportError(f"entry point {ep.name!r} = {ep.value!r} in group "
-                              f"{ENTRY_POINT_GROUP!r} failed to load: {err!r}") from err
-        if isinstance(obj, type) and ep.name not in _REGISTRY:
-            register(ep.name)(obj)
-
-
 def available() -> list[str]:
     """Sorted names of every registered attention family."""
-    _discover()
-    return sorted(_REGISTRY)
+    return _REGISTRY.names()
 
 
 def family(name: str) -> type:
     """The class registered as ``name``; unknown names raise with the valid choices."""
-    _discover()
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        close = difflib.get_close_matches(name, _REGISTRY, n=3)
-        hint = f" Did you mean {', '.join(close)}?" if close else ""
-        raise UnknownAttentionError(
-            f"unknown attention {name!r}.{hint} Available: {', '.join(sorted(_REGISTRY))}"
-        ) from None
+    return _REGISTRY.get(name)
 
 
 def options(name: str) -> dict[str, Any]:

@@ -21,29 +21,25 @@ Batching (shuffling, grouping examples into ``[B, L]`` arrays) happens once, in 
 
 from __future__ import annotations
 
-import difflib
-import importlib
 import inspect
-import pkgutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 
+from lra.registry import Registry, UnknownNameError
+
 __all__ = ["DataError", "Task", "UnknownTaskError", "available", "build", "family", "register"]
 
-_REGISTRY: dict[str, type[Task]] = {}
-_discovered = False
 
 
 class DataError(RuntimeError):
     """A data problem a user can fix: missing files, a malformed row. The message says which/how."""
 
 
-class UnknownTaskError(KeyError):
-    def __str__(self) -> str:
-        return str(self.args[0])
+class UnknownTaskError(UnknownNameError):
+    """Raised for a task name nobody registered; the message lists the valid names."""
 
 
 class Task:
@@ -77,39 +73,24 @@ class Task:
                 "num_classes": self.num_classes, "pad_id": self.pad_id, "inputs": list(self.inputs)}
 
 
+_REGISTRY = Registry("task", __name__, __path__, error=UnknownTaskError)
+
+
 def register(name: str) -> Callable[[type[Task]], type[Task]]:
     def wrap(cls: type[Task]) -> type[Task]:
-        _REGISTRY[name] = cls
+        _REGISTRY.register(name)(cls)
         cls.name = name
         return cls
 
     return wrap
 
 
-def _discover() -> None:
-    global _discovered
-    if _discovered:
-        return
-    _discovered = True
-    for info in pkgutil.iter_modules(__path__):
-        if not info.name.startswith("_"):
-            importlib.import_module(f"{__name__}.{info.name}")
-
-
 def available() -> list[str]:
-    _discover()
-    return sorted(_REGISTRY)
+    return _REGISTRY.names()
 
 
 def family(name: str) -> type[Task]:
-    _discover()
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        close = difflib.get_close_matches(name, _REGISTRY, n=3)
-        hint = f" Did you mean {', '.join(close)}?" if close else ""
-        raise UnknownTaskError(
-            f"unknown task {name!r}.{hint} Available: {', '.join(sorted(_REGISTRY))}") from None
+    return _REGISTRY.get(name)
 
 
 def data_options(name: str) -> dict[str, Any]:
