@@ -3,6 +3,9 @@ looks for it.
 
     python -m lra.data generate listops --out DIR [--train N --val N --test N] [--seed S]
                                         [--workers K] [--min-length A --max-length B]
+    python -m lra.data generate pathfinder --out DIR [--resolution {32,64,128,256}]
+                        [--difficulty {easy,intermediate,hard}] [--num-images N] [--seed S]
+                        [--workers K]
     python -m lra.data prepare --task listops [--data-dir DIR] [--set KEY=VALUE ...]
     python -m lra.data fetch-release [--out DIR] [--url URL] [--sha256 HEX]   # the official archive
 
@@ -75,10 +78,39 @@ def _listops_generate(args: argparse.Namespace) -> None:
         print(path)
 
 
+def _pathfinder_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--out", type=Path, required=True,
+                        help="output folder (like the archive's pathfinder32/): the images go to "
+                             "OUT/<difficulty folder>/imgs/, the labels to OUT/<difficulty "
+                             "folder>/metadata/")
+    parser.add_argument("--resolution", type=int, choices=(32, 64, 128, 256), default=32)
+    parser.add_argument("--difficulty", choices=("easy", "intermediate", "hard"), default="hard")
+    parser.add_argument("--num-images", type=_count, default=200_000)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--workers", type=int, default=None,
+                        help="rendering processes (default: all usable CPUs); the output does "
+                             "not depend on it")
+
+
+def _pathfinder_generate(args: argparse.Namespace) -> None:
+    from tasks import pathfinder
+
+    try:
+        folder = pathfinder.generate(args.out, resolution=args.resolution,
+                                     difficulty=args.difficulty, num_images=args.num_images,
+                                     seed=args.seed, workers=args.workers)
+    except ValueError as err:  # option checks
+        raise UsageError(str(err)) from None
+    print(folder)
+
+
 GENERATORS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None],
                             Callable[[argparse.Namespace], None]]] = {
     "listops": ("ListOps TSV files (basic_{train,val,test}.tsv)", _listops_arguments,
                 _listops_generate),
+    "pathfinder": ("Pathfinder / Path-X images in the archive's layout "
+                   "(<difficulty folder>/imgs/<batch>/sample_<i>.png, metadata/<batch>.npy)",
+                   _pathfinder_arguments, _pathfinder_generate),
 }
 
 

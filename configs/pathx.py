@@ -1,0 +1,55 @@
+"""Path-X: Pathfinder at 128x128, 16,384 tokens, 2 classes (every LRA model scored at chance).
+
+    python -m lra.run --task pathx --attn performer                   # paper protocol
+    python -m lra.run --task pathx --attn linear --preset small       # a CPU run (see below)
+    python -m lra.run --task pathx --attn linear --preset tiny        # smoke run, < 1 minute
+
+The images (200,000 for the paper protocol, "hard": snakes of 14 dashes) are generated on first
+use into ``<data dir>/pathfinder/pathfinder128/``: about half a CPU-second per image, so some 30
+CPU-hours for the full set (a few hours on a many-core machine; an interrupted generation resumes
+where it stopped), or read from an unpacked ``lra_release`` given as the data directory.
+
+Training is LRA's ``image/configs/pathfinder128/base_pathfinder128_config.py`` (lra_original.md
+section 2): batch 64, lr 1e-3 with one epoch (2,500 steps) of linear warm-up then cosine decay
+over 200 epochs (500,000 steps), no weight decay, gradient clipping at global norm 1.0, validation
+every epoch; model 1 layer, 2 heads, d 32, qkv 16, MLP 32, dropout 0.1 / 0.1, mean pooling,
+learned positions. LRA has no per-model Path-X configs; the Performer runs the ReLU kernel, LRA's
+"generalized" default.
+
+At 16,384 tokens a quadratic family (softmax, synthesizer, ...) needs about 1 GiB per head and
+example for the attention matrix alone: ``tiny`` and ``small`` are meant for the subquadratic
+families. ``tiny``: 16 images (12 / 2 / 2; about 10 CPU-seconds to generate), 4 steps of batch 8.
+``small``: 2,000 images (about 15 CPU-minutes to generate, once), 1 layer, d 32, batch 8, 300
+steps: minutes for a linear-time family on a laptop CPU (at chance, as every LRA model was).
+"""
+
+BASE = {
+    "model.emb_dim": 32, "model.num_heads": 2, "model.num_layers": 1, "model.qkv_dim": 16,
+    "model.mlp_dim": 32, "model.dropout": 0.1, "model.attention_dropout": 0.1,
+    "model.pooling": "mean", "model.positional": "learned",
+    "train.batch_size": 64, "train.lr": 1e-3, "train.schedule": "cosine",
+    "train.warmup_steps": 2500, "train.weight_decay": 0.0, "train.grad_clip": 1.0,
+    "train.num_steps": 500_000, "train.eval_every": 2500, "train.checkpoint_every": 2500,
+}
+
+PRESETS = {
+    "paper": {},
+    "small": {
+        "data.num_images": 2000,
+        "model.emb_dim": 32, "model.num_heads": 2, "model.num_layers": 1, "model.qkv_dim": 32,
+        "model.mlp_dim": 64, "model.dropout": 0.0, "model.attention_dropout": 0.0,
+        "train.batch_size": 8, "train.lr": 1e-3, "train.warmup_steps": 30,
+        "train.num_steps": 300, "train.eval_every": 100, "train.checkpoint_every": 100,
+    },
+    "tiny": {
+        "data.num_images": 16,
+        "model.emb_dim": 16, "model.num_heads": 2, "model.num_layers": 1, "model.qkv_dim": 16,
+        "model.mlp_dim": 16, "train.batch_size": 8, "train.warmup_steps": 2,
+        "train.num_steps": 4, "train.eval_every": 2, "train.checkpoint_every": 4,
+        "train.log_every": 2,
+    },
+}
+
+ATTENTION: dict[str, dict] = {
+    "performer": {"attn.kernel": "relu"},
+}
