@@ -1,10 +1,14 @@
-"""Rebuild ``<results-dir>/LEADERBOARD.md`` from the result files alone.
+"""Rebuild ``<results-dir>/LEADERBOARD.md`` and its figures from the result files alone.
 
     python -m lra.leaderboard [--results-dir results]
 
-Measured runs are grouped by preset and device; each cell is the mean ± sample standard deviation of
-test accuracy over seeds (n in brackets), both at the best-validation step and at the last step.
-Published numbers follow in their own tables, marked "published". The same files give the same bytes.
+Measured runs (``runs/*.json``) are grouped by preset and device; each cell is the mean ± sample
+standard deviation of test accuracy over seeds (n in brackets), both at the best-validation step and
+at the last step. Efficiency files (``efficiency/*.json``, written by ``python -m lra.bench``) give a
+table like LRA's Table 2 per device, task, batch and dtype (the latest file of each), with PNG figures
+under ``figures/``: LRA's bubble chart (speed vs softmax, accuracy, memory) and log-log scaling curves
+with fitted slopes. Published numbers follow in their own tables, marked "published". The same files
+give the same bytes, figures included.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from lra import published
+from lra import figures, published
 
 TASKS = published.TASKS
 AVG_TASKS = TASKS[:5]  # LRA's average leaves Path-X out
@@ -102,6 +106,213 @@ def accuracy_section(runs: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+# ----------------------------------------------------------------------------------------------
+# Efficiency (python -m lra.bench result files).
+
+BENCH_SCHEMA = "lra.bench/1"
+FIGURES_DIR = "figures"
+FIGURE_PREFIX = "efficiency-"
+PRESET_ORDER = {"paper": 0, "small": 1, "tiny": 2}
+
+
+def load_efficiency(results_dir: Path) -> list[dict[str, Any]]:
+    records = []
+    for path in sorted((Path(results_dir) / "efficiency").glob("*.json")):
+        try:
+            record = json.loads(path.read_text())
+            if record["schema"] != BENCH_SCHEMA:
+                raise KeyError(f"schema {record['schema']!r}, expected {BENCH_SCHEMA!r}")
+            for r in record["results"]:
+                r["attention"], r["length"], r["status"]
+            record["device"]["kind"], record["task"], record["batch"], record["dtype"]
+            record["_file"] = path.name
+        except (json.JSONDecodeError, KeyError, TypeError) as err:
+            raise ResultFileError(f"{path}: not a valid efficiency file ({err!r})") from err
+        records.append(record)
+    return records
+
+
+def _ratio(x: float | None) -> str:
+    return "" if x is None else f" ({x:.2f}x)"
+
+
+def _num(x: float) -> str:
+    return f"{x:.3g}" if x < 1000 else f"{x:.0f}"
+
+
+def _family_order(names) -> list[str]:
+    return sorted(names, key=lambda n: (n != "softmax", n))
+
+
+def _common_length(ok: dict[tuple[str, int], dict], families: list[str], lengths: list[int]) -> int | None:
+    """The longest length where softmax and every family measured anywhere have a result."""
+    measured = {a for a, _ in ok}
+    full = [n for n in lengths if all((a, n) in ok for a in measured)]
+    if full:
+        return max(full)
+    with_base = [n for n in lengths if ("softmax", n) in ok]
+    return max(with_base) if with_base else None
+
+
+def _accuracy_by_family(runs: list[dict[str, Any]], families: list[str]):
+    """Mean test accuracy (at best val, %) per family from the runs of one preset.
+
+    The preset is the one whose runs cover the most of ``families`` (ties: paper, small, tiny). The
+    mean is over the tasks every covered family has, or over each family's own tasks if none is shared.
+    Returns (preset, tasks or None, {family: accuracy}) or None without runs.
+    """
+    by_preset: dict[str, dict[str, dict[str, list[float]]]] = defaultdict(lambda: defaultdict(dict))
+    for r in runs:
+        value = r["metrics"].get("test_accuracy_at_best_val")
+        if r["attention"] in families and value is not None:
+            by_preset[r["preset"]][r["attention"]].setdefault(r["task"], []).append(100.0 * value)
+    if not by_preset:
+        return None
+    preset = min(by_preset, key=lambda p: (-len(by_preset[p]), PRESET_ORDER.get(p, 9), p))
+    cover = by_preset[preset]
+    shared = set.intersection(*(set(t) for t in cover.values()))
+    tasks = sorted(shared) if shared else None
+    acc = {a: statistics.fmean(statistics.fmean(v) for t, v in per.items()
+                               if tasks is None or t in shared)
+           for a, per in cover.items()}
+    return preset, tasks, acc
+
+
+def efficiency_section(records: list[dict[str, Any]], runs: list[dict[str, Any]]):
+    """Markdown lines and {figure file: PNG bytes} for the latest bench file of each setting."""
+    if not records:
+        return ["No efficiency files yet: run `python -m lra.bench` (see README).", ""], {}
+    groups: dict[tuple, list[dict]] = defaultdict(list)
+    for rec in records:
+        groups[(_device_label(rec), rec["task"], rec["batch"], rec["dtype"])].append(rec)
+    lines: list[str] = [
+        "Training steps per second (the median of the timed steps, families timed round-robin in "
+        "one process) and peak memory per device, at each input length; in brackets the ratio to "
+        "`softmax` measured in the same run, as in LRA's Table 2. Slopes are least-squares fits of "
+        "log(time per step) and log(memory) against log(length): 2 is quadratic, 1 linear; memory "
+        "includes the parameters and optimizer state, which do not grow with length.", ""]
+    figs: dict[str, bytes] = {}
+    for key in sorted(groups):
+        history = sorted(groups[key], key=lambda r: (r["date"], r["_file"]))
+        rec = history[-1]
+        more, figs_more = _efficiency_table(rec, runs, key)
+        lines += more
+        figs.update(figs_more)
+        if len(history) > 1:
+            lines += ["Earlier files for this setting (not shown): "
+                      + ", ".join(f"`{r['_file']}`" for r in history[:-1]), ""]
+    return lines, figs
+
+
+def _efficiency_table(rec: dict[str, Any], runs: list[dict[str, Any]], key: tuple):
+    device, task, batch, dtype = key
+    lengths = sorted({r["length"] for r in rec["results"]})
+    ok = {(r["attention"], r["length"]): r for r in rec["results"] if r["status"] == "ok"}
+    families = _family_order({r["attention"] for r in rec["results"]})
+    peak = rec.get("matmul_peak", {}).get("flops_per_s")
+    longest = max(lengths)
+    lines = [f"### `{task}` model, batch {batch}, {dtype}, on {device}", "",
+             f"File `{rec['_file']}` (commit {rec['git']['commit'][:10]}, {rec['date']}, median of "
+             f"{rec['steps']} timed steps after {rec['warmup']} untimed warm-up step(s)). Memory: "
+             f"{rec['memory_method']}."
+             + (f" Measured matmul peak of this device: {peak / 1e9:.1f} GFLOP/s." if peak else ""),
+             ""]
+    header = (["attention"] + [f"steps/s {n}" for n in lengths] + [f"memory GiB {n}" for n in lengths]
+              + ["time slope", "memory slope", f"GFLOP/step {longest}", f"% of peak {longest}"])
+    rows, skipped = [], []
+    for a in families:
+        speed, mem = [], []
+        xs, ts, ms = [], [], []
+        for n in lengths:
+            r = ok.get((a, n))
+            if r is None:
+                speed.append("skipped")
+                mem.append("skipped")
+                continue
+            base = a == "softmax"
+            speed.append(_num(r["steps_per_s"]) + ("" if base else _ratio(r.get("speed_vs_softmax"))))
+            mem.append(_num(r["memory"]["bytes"] / 2**30)
+                       + ("" if base else _ratio(r.get("memory_vs_softmax"))))
+            xs.append(n)
+            ts.append(r["step_time_s"]["median"])
+            ms.append(r["memory"]["bytes"])
+        kt, km = figures.loglog_slope(xs, ts), figures.loglog_slope(xs, ms)
+        last = ok.get((a, longest))
+        flops = _num(last["flops"]["per_step"] / 1e9) if last else "—"
+        frac = f"{100 * last['fraction_of_peak']:.1f}" if last and last.get("fraction_of_peak") else "—"
+        rows.append([a, *speed, *mem, "—" if kt is None else f"{kt:.2f}",
+                     "—" if km is None else f"{km:.2f}", flops, frac])
+    for r in sorted(rec["results"], key=lambda r: (r["attention"], r["length"])):
+        if r["status"] != "ok":
+            skipped.append(f"- `{r['attention']}` at {r['length']}: {r['reason']}")
+    lines += _table(header, rows) + [""]
+    checks = sorted(r["memory"]["rss_growth_vs_compiled_transient"] for r in ok.values()
+                    if r["memory"].get("rss_growth_vs_compiled_transient") is not None)
+    if checks:
+        lines += [f"Cross-check: during each config's first step the process's resident memory grew by "
+                  f"{checks[0]:.2f}-{checks[-1]:.2f}x (median {statistics.median(checks):.2f}x) the "
+                  f"compiled temporaries plus unaliased outputs.", ""]
+    lines += ["FLOPs per step: XLA's cost analysis, or where the step has loops (which XLA counts once) "
+              "the matmul and convolution FLOPs of the jaxpr with scans multiplied out, whichever is "
+              "larger; % of peak = FLOPs x steps/s / the matmul peak.", ""]
+    if skipped:
+        lines += ["Skipped configurations:", "", *skipped, ""]
+
+    figs: dict[str, bytes] = {}
+    stem = f"{FIGURE_PREFIX}{figures.slug(device)}-{figures.slug(task)}-b{batch}-{dtype}"
+    series = {a: [(n, ok[(a, n)]["step_time_s"]["median"], ok[(a, n)]["memory"]["bytes"])
+                  for n in lengths if (a, n) in ok] for a in families}
+    series = {a: pts for a, pts in series.items() if pts}
+    setting = f"{task} model, batch {batch}, {dtype}, {device}"
+    if series:
+        name = f"{stem}-scaling.png"
+        figs[name] = figures.scaling_curves(series, title=f"Scaling with length: {setting}")
+        lines += [f"![time and memory against length, {setting}]({FIGURES_DIR}/{name})", ""]
+    at = _common_length(ok, families, lengths)
+    acc = _accuracy_by_family(runs, families)
+    if at is None or acc is None:
+        lines += ["Bubble chart: needs softmax measured here and accuracy result files in `runs/`.", ""]
+        return lines, figs
+    preset, tasks, accuracy = acc
+    points = [{"name": a, "x": ok[(a, at)]["speed_vs_softmax"], "y": accuracy[a],
+               "memory": ok[(a, at)]["memory"]["bytes"]}
+              for a in families if a in accuracy and (a, at) in ok and ok[(a, at)].get("speed_vs_softmax")]
+    if not points:
+        lines += ["Bubble chart: no family has both accuracy runs and a measurement here.", ""]
+        return lines, figs
+    over = ", ".join(tasks) if tasks else "each family's own tasks"
+    left_out = [a for a in families if a not in {p["name"] for p in points}]
+    name = f"{stem}-bubble.png"
+    figs[name] = figures.bubble_chart(
+        points, title=f"Speed, accuracy and memory at length {at}: {setting}",
+        xlabel=f"steps/s relative to softmax at length {at}",
+        ylabel=f"mean test accuracy (%), preset {preset}, over {over}")
+    lines += [f"![speed vs accuracy, bubble area = memory, {setting}]({FIGURES_DIR}/{name})", "",
+              f"Bubble chart: x = speed relative to softmax at length {at}, y = mean test accuracy at "
+              f"the best-validation step over seeds (preset `{preset}`, over {over}), bubble area = "
+              f"peak memory at length {at}."
+              + (f" Not shown (no accuracy runs or no measurement at {at}): {', '.join(left_out)}."
+                 if left_out else ""), ""]
+    return lines, figs
+
+
+def published_efficiency_section() -> list[str]:
+    lengths = published.TABLE2_LENGTHS
+    rows = []
+    table = published.LRA_TABLE2
+    base_speed = table["softmax"][0]
+    for attn in _family_order(table):
+        speed, mem = table[attn]
+        cells = [f"{s}" + ("" if attn == "softmax" else f" ({s / b:.1f}x)")
+                 for s, b in zip(speed, base_speed)]
+        rows.append([attn, *cells, *(f"{m:.2f}" for m in mem), "published"])
+    header = (["attention"] + [f"steps/s {n}" for n in lengths] + [f"memory GB {n}" for n in lengths]
+              + ["source"])
+    return (["### Published: LRA Table 2 (efficiency; byte-level Text, batch 32, 4x4 TPU v3, memory "
+             "per device)", "", "Speed-ups vs softmax in brackets are computed from the printed speeds "
+             "(the paper's own brackets round some differently).", ""] + _table(header, rows) + [""])
+
+
 def published_section() -> list[str]:
     lines = []
     for title, table in published.SOURCES:
@@ -117,17 +328,28 @@ def published_section() -> list[str]:
     return lines
 
 
-def render(results_dir: Path) -> str:
+def build(results_dir: Path) -> tuple[str, dict[str, bytes]]:
+    """The leaderboard's markdown and its figures ({file name under figures/: PNG bytes})."""
     runs = load_runs(results_dir)
+    bench = load_efficiency(results_dir)
     lines = ["# LRA leaderboard", "",
-             "Generated by `python -m lra.leaderboard` from the result files in `runs/`; do not edit.",
+             "Generated by `python -m lra.leaderboard` from the result files in `runs/` and "
+             "`efficiency/`; do not edit.",
              "Accuracies are test accuracy in percent. Measured rows and published rows are kept in "
              "separate tables: they come from different code, hardware and budgets.", "",
              "## Measured", ""]
     lines += accuracy_section(runs) if runs else ["No result files yet.", ""]
+    lines += ["## Measured efficiency", ""]
+    eff_lines, figs = efficiency_section(bench, runs)
+    lines += eff_lines
     lines += ["## Published reference rows (not measured here)", ""]
     lines += published_section()
-    return "\n".join(lines).rstrip() + "\n"
+    lines += published_efficiency_section()
+    return "\n".join(lines).rstrip() + "\n", figs
+
+
+def render(results_dir: Path) -> str:
+    return build(results_dir)[0]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -135,14 +357,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--results-dir", type=Path, default=Path("results"))
     args = p.parse_args(argv)
     try:
-        text = render(args.results_dir)
+        text, figs = build(args.results_dir)
     except ResultFileError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
     out = args.results_dir / "LEADERBOARD.md"
     out.parent.mkdir(parents=True, exist_ok=True)
+    fig_dir = args.results_dir / FIGURES_DIR
+    for stale in sorted(fig_dir.glob(f"{FIGURE_PREFIX}*.png")):  # figures this tool made before
+        if stale.name not in figs:
+            stale.unlink()
+    if figs:
+        fig_dir.mkdir(parents=True, exist_ok=True)
+    for name, data in figs.items():
+        (fig_dir / name).write_bytes(data)
     out.write_text(text)
-    print(f"wrote {out}")
+    print(f"wrote {out}" + (f" and {len(figs)} figures in {fig_dir}" if figs else ""))
     return 0
 
 

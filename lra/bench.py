@@ -1,0 +1,768 @@
+"""Speed, memory and FLOPs of one training step per attention family and length (LRA Table 2).
+
+    python -m lra.bench --attn all --lengths 1024,2048,3072,4096            # LRA's protocol, batch 32
+    python -m lra.bench --attn all --lengths 512,1024,2048 --batch 4        # what fits a 24 GiB CPU
+    python -m lra.bench --attn softmax,performer --dtype bfloat16 --steps 20 --out my.json
+
+For each (family, length) the bench compiles the trainer's own step (``lra.train.make_train_step``:
+forward, backward, AdamW update, dropout on) for the task's model at that length, then measures:
+
+* **steps/s**: the median of ``--steps`` timed steps after compilation and ``--warmup`` steps. Every
+  round times one step of every (family, length), so drift (thermal, other processes) hits all alike;
+  speed relative to ``softmax`` (always measured) comes from the same run.
+* **peak memory**: on CPU, XLA's compiled memory analysis (arguments + outputs - donated aliases +
+  temporaries) with XLA:CPU's YNN fusions disabled (their scratch is not counted otherwise), cross-
+  checked against the process's RSS growth during the first step. On GPU/TPU, the device's
+  ``peak_bytes_in_use``, which is a process-wide high-water mark: each config is therefore measured
+  in a fresh subprocess (``--isolate``, on by default there).
+* **FLOPs/step**: ``compiled.cost_analysis()``. XLA counts a while loop's body once whatever its trip
+  count, so steps with loops (chunked scans) also get a count of matmul/convolution FLOPs from the
+  jaxpr that multiplies by scan lengths; the larger of the two (both are lower bounds then) gives the
+  achieved FLOP/s, as a fraction of this device's matmul peak, measured in the same run.
+
+A config whose compiled memory would not fit (``--memory-budget-gb``, else the free device or host
+memory) is recorded as skipped with the reason before anything runs; a family that fails to import,
+build or compile, or runs out of memory anyway (XLA ``RESOURCE_EXHAUSTED``), is recorded as skipped with
+the error. The result file goes to ``results/efficiency/`` (never overwritten); ``python -m
+lra.leaderboard`` turns it into tables and figures. "Length" is the number of input tokens; with CLS
+pooling the encoder sees one more.
+"""
+
+from __future__ import annotations
+
+import os
+
+# Before jax initialises its backends: XLA:CPU's YNN fusions hide their scratch from the compiled
+# memory analysis (about the same speed without them), and an accelerator must not preallocate most
+# of its memory, or a measuring subprocess could not get any and peak_bytes_in_use would mean nothing.
+os.environ["XLA_FLAGS"] = " ".join(
+    [f for f in os.environ.get("XLA_FLAGS", "").split()
+     if not f.startswith("--xla_cpu_experimental_ynn_fusion_type")]
+    + ["--xla_cpu_experimental_ynn_fusion_type="])
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+
+import argparse
+import dataclasses
+import importlib
+import json
+import math
+import pkgutil
+import re
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import psutil
+from flax import nnx
+from tqdm.auto import tqdm
+
+import attention
+import tasks
+from lra import results, sharding
+from lra.config import TrainConfig
+from lra.encoder import Classifier, Encoder
+from lra.optim import learning_rate, optimizer
+from lra.train import make_train_step
+from tasks._heads import ClassifierHead
+
+SCHEMA = "lra.bench/1"
+BASELINE = "softmax"
+DEFAULT_LENGTHS = (1024, 2048, 3072, 4096)
+FIT_MARGIN = 0.85  # share of the free memory a run may plan to use (allocator slack, compiler, RSS)
+_RESULT_MARK = "LRA_BENCH_RESULT "  # how a measuring subprocess hands back its JSON
+
+
+# ----------------------------------------------------------------------------------------------
+# The models: a small table keyed by task name.
+
+
+@dataclasses.dataclass(frozen=True)
+class BenchModel:
+    """The shapes of one task's classifier (LRA configs, lra_original.md section 2)."""
+
+    vocab_size: int
+    num_classes: int
+    emb_dim: int
+    num_heads: int
+    num_layers: int
+    qkv_dim: int
+    mlp_dim: int
+    dropout: float = 0.1
+    attention_dropout: float = 0.1
+    pooling: str = "cls"
+    positional: str = "sinusoidal"
+
+
+def _listops_model() -> BenchModel:
+    base = importlib.import_module("configs.listops").BASE
+    task = tasks.family("listops")
+    fields = {f.name for f in dataclasses.fields(BenchModel)}
+    shapes = {k.split(".", 1)[1]: v for k, v in base.items()
+              if k.startswith("model.") and k.split(".", 1)[1] in fields}
+    return BenchModel(vocab_size=task.vocab_size, num_classes=task.num_classes, **shapes)
+
+
+# text: LRA's byte-level IMDB model (byte + 1 ids, pad 0), the one LRA's Table 2 timed.
+MODELS = {
+    "text": lambda: BenchModel(vocab_size=257, num_classes=2, emb_dim=256, num_heads=4, num_layers=4,
+                               qkv_dim=256, mlp_dim=1024),
+    "listops": _listops_model,
+}
+
+
+def bench_model(task: str, overrides: list[str] = ()) -> BenchModel:
+    """The table's model for ``task`` with ``key=value`` overrides (e.g. ``num_layers=1``)."""
+    if task not in MODELS:
+        raise ValueError(f"no bench model for task {task!r}; choose from {', '.join(sorted(MODELS))}")
+    model = MODELS[task]()
+    changes = {}
+    for pair in overrides:
+        key, sep, text = pair.partition("=")
+        key = key.strip().removeprefix("model.")
+        if not sep or key not in {f.name for f in dataclasses.fields(BenchModel)}:
+            valid = ", ".join(f.name for f in dataclasses.fields(BenchModel))
+            raise ValueError(f"--set expects KEY=VALUE with KEY one of: {valid}; got {pair!r}")
+        like = getattr(model, key)
+        changes[key] = type(like)(text.strip())
+    return dataclasses.replace(model, **changes)
+
+
+def attn_options(task: str, name: str) -> dict[str, Any]:
+    """Per-family options that the task's config sets (e.g. ListOps' Performer), else none."""
+    try:
+        module = importlib.import_module(f"configs.{task}")
+    except ModuleNotFoundError:
+        return {}
+    delta = getattr(module, "ATTENTION", {}).get(name, {})
+    return {k.removeprefix("attn."): v for k, v in delta.items() if k.startswith("attn.")}
+
+
+def discover_families() -> tuple[list[str], dict[str, str]]:
+    """Registered family names, and {file: error} for family files that fail to import."""
+    try:
+        return attention.available(), {}
+    except ImportError:
+        pass
+    broken = {}
+    for info in pkgutil.iter_modules(attention.__path__):
+        if not info.name.startswith("_"):
+            try:
+                importlib.import_module(f"attention.{info.name}")
+            except Exception as err:  # record it; the other families still run
+                broken[info.name] = f"attention/{info.name}.py failed to import: {err!r}"
+    return attention.available(), broken
+
+
+def make_batch(model: BenchModel, batch: int, length: int, seed: int = 0) -> dict[str, np.ndarray]:
+    """Random tokens with a real padding mask: true lengths in [L/2, L], the first example padded."""
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(max(1, length // 2), length + 1, size=batch)
+    lengths[0] = max(1, (3 * length) // 4)
+    mask = np.arange(length)[None, :] < lengths[:, None]
+    inputs = np.where(mask, rng.integers(1, model.vocab_size, size=(batch, length)), 0)
+    return {"inputs": inputs.astype(np.int32), "mask": mask,
+            "targets": rng.integers(0, model.num_classes, size=batch).astype(np.int32)}
+
+
+def make_classifier(model: BenchModel, family: str, length: int, dtype: str, options: dict,
+                    seed: int = 0) -> Classifier:
+    rngs = nnx.Rngs(params=seed, dropout=seed, default=seed)
+    m = model
+    encoder = Encoder(vocab_size=m.vocab_size, max_len=length, attention_name=family,
+                      attn_options=options, emb_dim=m.emb_dim, num_heads=m.num_heads,
+                      num_layers=m.num_layers, qkv_dim=m.qkv_dim, mlp_dim=m.mlp_dim,
+                      dropout=m.dropout, attention_dropout=m.attention_dropout, pooling=m.pooling,
+                      positional=m.positional, dtype=dtype, rngs=rngs)
+    return Classifier(encoder, ClassifierHead(m.emb_dim, m.mlp_dim, m.num_classes, rngs=rngs),
+                      ("inputs",))
+
+
+# ----------------------------------------------------------------------------------------------
+# Measurements.
+
+
+def matmul_flops(jaxpr) -> tuple[int, bool]:
+    """FLOPs of every dot_general and convolution in ``jaxpr``, scan bodies times their length.
+
+    Returns (flops, loops): ``loops`` is True if the step has a scan or while loop, whose body
+    XLA's cost analysis counts once (a while loop's trip count is unknown here too: counted once).
+    """
+    total, loops = 0, False
+    for eqn in jaxpr.eqns:
+        name = eqn.primitive.name
+        if name == "dot_general":
+            (contract, _), _ = eqn.params["dimension_numbers"]
+            lhs = eqn.invars[0].aval.shape
+            total += 2 * math.prod(eqn.outvars[0].aval.shape) * math.prod(lhs[i] for i in contract)
+        elif name == "conv_general_dilated":
+            rhs = eqn.invars[1].aval.shape
+            out_features = rhs[eqn.params["dimension_numbers"].rhs_spec[0]]
+            total += 2 * math.prod(eqn.outvars[0].aval.shape) * math.prod(rhs) // out_features
+        subs = [_inner(v) for v in eqn.params.values()]
+        subs += [_inner(x) for v in eqn.params.values() if isinstance(v, tuple | list) for x in v]
+        counted = [matmul_flops(s) for s in subs if s is not None]
+        if not counted:
+            continue
+        loops |= name in ("while", "scan") or any(w for _, w in counted)
+        if name == "cond":
+            total += max(f for f, _ in counted)
+        else:
+            total += sum(f for f, _ in counted) * (eqn.params["length"] if name == "scan" else 1)
+    return total, loops
+
+
+def _inner(value):
+    """The Jaxpr inside a parameter value (a Jaxpr or a ClosedJaxpr), else None."""
+    if hasattr(value, "eqns"):
+        return value
+    if hasattr(value, "jaxpr") and hasattr(value.jaxpr, "eqns"):
+        return value.jaxpr
+    return None
+
+
+def matmul_peak(dtype: str, size: int | None = None, repeats: int = 5) -> dict[str, Any]:
+    """This device's matmul FLOP/s: the best of ``repeats`` runs of a jitted chain of n x n matmuls."""
+    platform = jax.devices()[0].platform
+    n = size or (2048 if platform == "cpu" else 8192)
+    chain = 4 if platform == "cpu" else 20
+    dt = jnp.dtype(dtype)
+    a = jax.random.normal(jax.random.key(1), (n, n), dt)
+    w = (jax.random.normal(jax.random.key(2), (n, n), jnp.float32) / math.sqrt(n)).astype(dt)
+    f = jax.jit(lambda a, w: jax.lax.fori_loop(0, chain, lambda i, x: x @ w, a))
+    f(a, w).block_until_ready()
+    best = math.inf
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        f(a, w).block_until_ready()
+        best = min(best, time.perf_counter() - t0)
+    flops = 2 * n**3 * chain
+    return {"flops_per_s": flops / best, "n": n, "chain": chain, "dtype": dtype, "best_s": best,
+            "method": f"best of {repeats}: jit fori_loop of {chain} [{n},{n}] @ [{n},{n}] {dtype}"}
+
+
+def free_memory() -> tuple[int, str]:
+    """Bytes this process could still allocate on the device it runs on, and where that comes from."""
+    stats = jax.local_devices()[0].memory_stats()
+    if stats and "bytes_limit" in stats:
+        return (int(stats["bytes_limit"]) - int(stats.get("bytes_in_use", 0)),
+                "device bytes_limit - bytes_in_use")
+    return int(psutil.virtual_memory().available), "host available memory (psutil)"
+
+
+class RssSampler:
+    """Peak growth of this process's resident set while the block runs (sampled every ~1 ms)."""
+
+    def __init__(self):
+        self._proc = psutil.Process()
+        self._stop = threading.Event()
+        self.base = self.peak = self._proc.memory_info().rss
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while not self._stop.is_set():
+            self.peak = max(self.peak, self._proc.memory_info().rss)
+            time.sleep(0.001)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, self._proc.memory_info().rss)
+
+    @property
+    def growth(self) -> int:
+        return self.peak - self.base
+
+
+def _is_oom(err: BaseException) -> bool:
+    return isinstance(err, MemoryError) or "RESOURCE_EXHAUSTED" in str(err)
+
+
+def _short(err: BaseException, limit: int = 400) -> str:
+    text = f"{type(err).__name__}: {err}".replace("\n", " ")
+    return text if len(text) <= limit else text[:limit] + " ..."
+
+
+def gib(n: float) -> str:
+    return f"{n / 2**30:.2f} GiB"
+
+
+# ----------------------------------------------------------------------------------------------
+# One (family, length) configuration.
+
+
+@dataclasses.dataclass
+class Case:
+    attention: str
+    length: int
+    status: str = "pending"  # -> "ok" | "skipped"
+    reason: str | None = None
+    options: dict[str, Any] = dataclasses.field(default_factory=dict)
+    compile_s: float | None = None
+    compiled_memory: dict[str, int] = dataclasses.field(default_factory=dict)
+    memory: dict[str, Any] = dataclasses.field(default_factory=dict)
+    flops: dict[str, Any] = dataclasses.field(default_factory=dict)
+    times: list[float] = dataclasses.field(default_factory=list)
+    loss: float | None = None
+    # runtime objects, not saved
+    compiled: Any = None
+    make: Any = None
+    args: Any = None
+
+    def skip(self, reason: str) -> None:
+        self.status, self.reason = "skipped", reason
+        self.compiled = self.args = self.make = None
+
+    @property
+    def resident(self) -> int:
+        """Bytes that stay allocated between steps: state, non-trainable variables, batch."""
+        return self.compiled_memory["argument"]
+
+    @property
+    def transient(self) -> int:
+        """Extra bytes while a step runs: temporaries and the outputs not aliased to donated inputs."""
+        c = self.compiled_memory
+        return c["temp"] + c["output"] - c["alias"]
+
+
+class Bench:
+    """Compiles, sizes and runs the cases of one invocation (one process, one device mesh)."""
+
+    def __init__(self, model: BenchModel, task: str, batch: int, dtype: str, seed: int = 0):
+        self.model, self.task, self.batch, self.dtype, self.seed = model, task, batch, dtype, seed
+        self.mesh = sharding.make_mesh()
+        sharding.check_batch_size(batch, self.mesh, "--batch")
+        self.repl = sharding.replicated(self.mesh)
+        self.data = sharding.batch_sharding(self.mesh)
+        self.train = TrainConfig()
+        self.tx = optimizer(self.train)
+
+    def lower(self, case: Case):
+        """Trace and lower the step from abstract shapes (nothing is allocated); count its FLOPs."""
+        options = case.options = attn_options(self.task, case.attention)
+        attention.check_options(case.attention, options)
+
+        def make():
+            return make_classifier(self.model, case.attention, case.length, self.dtype, options,
+                                   self.seed)
+
+        t0 = time.perf_counter()
+        try:
+            abstract = nnx.eval_shape(make)
+        except Exception:  # a family that needs concrete values in __init__: build it for real
+            abstract = make()
+        graphdef, params, rest = nnx.split(abstract, nnx.Param, ...)
+        params, rest = jax.tree.map(_as_struct, (params, rest))
+        state = {"step": jax.ShapeDtypeStruct((), jnp.int32), "params": params,
+                 "opt_state": jax.eval_shape(self.tx.init, params)}
+        batch = jax.tree.map(_as_struct, make_batch(self.model, self.batch, case.length))
+        key = jax.eval_shape(lambda: jax.random.key(0))
+        step = jax.jit(make_train_step(graphdef, self.tx, 1, learning_rate(self.train)),
+                       in_shardings=(self.repl, self.repl, self.data, self.repl),
+                       out_shardings=(self.repl, self.repl), donate_argnums=(0,))
+        traced = step.trace(state, rest, batch, key)
+        mm, loops = matmul_flops(traced.jaxpr.jaxpr)
+        case.flops = {"matmul": float(mm), "loops": loops}
+        case.make = make
+        lowered = traced.lower()
+        case.compile_s = time.perf_counter() - t0
+        return lowered
+
+    def finish(self, case: Case, compiled, compile_s: float) -> None:
+        """Keep the executable and read its memory and cost analyses."""
+        case.compile_s = round(case.compile_s + compile_s, 3)
+        m = compiled.memory_analysis()
+        case.compiled_memory = {
+            "argument": int(m.argument_size_in_bytes), "output": int(m.output_size_in_bytes),
+            "alias": int(m.alias_size_in_bytes), "temp": int(m.temp_size_in_bytes),
+            "xla_peak": int(getattr(m, "peak_memory_in_bytes", 0) or 0)}
+        c = case.compiled_memory
+        c["total"] = c["argument"] + c["output"] - c["alias"] + c["temp"]
+        cost = compiled.cost_analysis()
+        cost = cost[0] if isinstance(cost, list | tuple) else cost
+        xla = float(cost.get("flops", 0.0)) if cost else 0.0
+        case.flops = {"xla": xla, **case.flops, "per_step": max(xla, case.flops["matmul"])}
+        case.compiled = compiled
+
+    def compile(self, case: Case) -> None:
+        lowered = self.lower(case)
+        t0 = time.perf_counter()
+        compiled = lowered.compile()
+        self.finish(case, compiled, time.perf_counter() - t0)
+
+    def materialize(self, case: Case) -> None:
+        """Allocate the model, optimizer state and batch of an accepted case on the devices.
+
+        Eagerly: the small eager programs are shared by every case, where a jitted initialiser
+        would compile once per case.
+        """
+        _, params, rest = nnx.split(case.make(), nnx.Param, ...)
+        state = {"step": jnp.zeros((), jnp.int32), "params": params,
+                 "opt_state": self.tx.init(params)}
+        state, rest = jax.device_put((state, rest), self.repl)
+        batch = sharding.to_global(make_batch(self.model, self.batch, case.length), self.data)
+        case.args = [state, rest, batch]
+
+    def step(self, case: Case, key) -> float:
+        """One training step of ``case``; returns its wall time in seconds."""
+        state, rest, batch = case.args
+        t0 = time.perf_counter()
+        state, metrics = case.compiled(state, rest, batch, key)
+        jax.block_until_ready((state, metrics))
+        elapsed = time.perf_counter() - t0
+        case.args[0] = state
+        case.loss = float(metrics["loss"])
+        return elapsed
+
+    def first_step(self, case: Case, key) -> None:
+        """The first (warm-up) step, measuring the host RSS growth and the device's peak."""
+        with RssSampler() as rss:
+            self.step(case, key)
+        stats = jax.local_devices()[0].memory_stats() or {}
+        case.memory = {"rss_growth": int(rss.growth), "rss_base": int(rss.base)}
+        if "peak_bytes_in_use" in stats:
+            case.memory["device_peak"] = int(stats["peak_bytes_in_use"])
+
+
+def _as_struct(a):
+    return jax.ShapeDtypeStruct(a.shape, a.dtype) if hasattr(a, "shape") else a
+
+
+def _timed_compile(lowered):
+    t0 = time.perf_counter()
+    return lowered.compile(), time.perf_counter() - t0
+
+
+def plan_fit(cases: list[Case], budget: int, source: str) -> None:
+    """Skip cases whose compiled memory would not fit in ``budget`` bytes, before anything runs.
+
+    The timing loop keeps every accepted case's state allocated and runs one step at a time, so the
+    accepted set must satisfy sum(resident) + max(transient) <= budget. Smallest cases go first.
+    """
+    resident, transient = 0, 0
+    for case in sorted((c for c in cases if c.status == "pending"),
+                       key=lambda c: (c.compiled_memory["total"], c.attention, c.length)):
+        c = case.compiled_memory
+        need = resident + case.resident + max(transient, case.transient)
+        if need <= budget:
+            resident, transient = resident + case.resident, max(transient, case.transient)
+            continue
+        detail = (f"compiled memory analysis: {gib(c['total'])} (arguments {gib(c['argument'])}, "
+                  f"temporaries {gib(c['temp'])}, outputs {gib(c['output'] - c['alias'])} not "
+                  f"aliased)")
+        if c["total"] > budget:
+            case.skip(f"would not fit: needs {detail}; budget {gib(budget)} ({source})")
+        else:
+            case.skip(f"would not fit next to the other configs' state: {gib(need)} in all, "
+                      f"{detail}; budget {gib(budget)} ({source})")
+
+
+# ----------------------------------------------------------------------------------------------
+# The run.
+
+
+def _run_isolated(case: Case, args: argparse.Namespace) -> dict[str, Any]:
+    """Measure one case's device peak in a fresh process (peak_bytes_in_use is process-wide)."""
+    spec = {"attention": case.attention, "length": case.length, "task": args.task,
+            "model": dataclasses.asdict(args.model), "batch": args.batch, "dtype": args.dtype,
+            "seed": args.seed, "budget": args.budget_bytes}
+    proc = subprocess.run([sys.executable, "-m", "lra.bench", "--_measure", json.dumps(spec)],
+                          capture_output=True, text=True, check=False)
+    for line in proc.stdout.splitlines():
+        if line.startswith(_RESULT_MARK):
+            return json.loads(line[len(_RESULT_MARK):])
+    return {"status": "skipped",
+            "reason": f"measuring subprocess exited {proc.returncode}: {proc.stderr[-400:]}"}
+
+
+def _measure_one(spec: dict[str, Any]) -> dict[str, Any]:
+    """Subprocess side of ``_run_isolated``: compile, check the fit, run one step, report."""
+    model = BenchModel(**spec["model"])
+    bench = Bench(model, spec["task"], spec["batch"], spec["dtype"], spec["seed"])
+    case = Case(spec["attention"], spec["length"])
+    try:
+        bench.compile(case)
+        budget, source = (spec["budget"], "--memory-budget-gb") if spec["budget"] else free_memory()
+        plan_fit([case], int(budget if spec["budget"] else budget * FIT_MARGIN), source)
+        if case.status == "pending":
+            bench.materialize(case)
+            bench.first_step(case, jax.random.key(0))
+    except Exception as err:
+        case.skip(("out of memory at run time: " if _is_oom(err) else "failed: ") + _short(err))
+    return {"status": "ok" if case.status == "pending" else case.status, "reason": case.reason,
+            "memory": case.memory, "compiled_memory": case.compiled_memory}
+
+
+def slope(xs: list[float], ys: list[float]) -> float | None:
+    """Least-squares slope of log(y) against log(x); None with fewer than two points."""
+    if len(xs) < 2:
+        return None
+    return float(np.polyfit(np.log(xs), np.log(ys), 1)[0])
+
+
+def summarize(cases: list[Case], isolated: bool) -> list[dict[str, Any]]:
+    """One JSON record per case, with ratios against softmax at the same length."""
+    records = []
+    for case in sorted(cases, key=lambda c: (c.attention, c.length)):
+        rec: dict[str, Any] = {"attention": case.attention, "length": case.length,
+                               "status": case.status, "reason": case.reason,
+                               "attn_options": case.options, "compile_s": case.compile_s,
+                               "compiled_memory": case.compiled_memory, "flops": case.flops}
+        if case.status == "ok":
+            median = statistics.median(case.times)
+            mem = dict(case.memory)
+            if isolated and "device_peak" in mem:
+                mem["bytes"], mem["source"] = mem["device_peak"], "device peak_bytes_in_use (fresh process)"
+            else:
+                mem["bytes"] = case.compiled_memory["total"]
+                mem["source"] = ("XLA compiled memory analysis: arguments + outputs - aliased + "
+                                 "temporaries")
+            transient = case.compiled_memory["temp"] + case.compiled_memory["output"] - \
+                case.compiled_memory["alias"]
+            mem["rss_growth_vs_compiled_transient"] = (round(mem["rss_growth"] / transient, 3)
+                                                       if transient and "rss_growth" in mem else None)
+            rec.update({
+                "step_time_s": {"median": median, "min": min(case.times), "max": max(case.times),
+                                "samples": list(case.times)},
+                "steps_per_s": 1.0 / median, "memory": mem, "final_loss": case.loss,
+                "achieved_flops_per_s": case.flops["per_step"] / median,
+            })
+        records.append(rec)
+    base = {r["length"]: r for r in records if r["attention"] == BASELINE and r["status"] == "ok"}
+    for r in records:
+        b = base.get(r["length"])
+        ok = r["status"] == "ok" and b is not None
+        r["speed_vs_softmax"] = r["steps_per_s"] / b["steps_per_s"] if ok else None
+        r["memory_vs_softmax"] = r["memory"]["bytes"] / b["memory"]["bytes"] if ok else None
+    return records
+
+
+def fit_slopes(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    out = {}
+    for name in sorted({r["attention"] for r in records}):
+        ok = [r for r in records if r["attention"] == name and r["status"] == "ok"]
+        xs = [r["length"] for r in ok]
+        out[name] = {"lengths": xs,
+                     "time": slope(xs, [r["step_time_s"]["median"] for r in ok]),
+                     "memory": slope(xs, [r["memory"]["bytes"] for r in ok])}
+    return out
+
+
+def default_out(results_dir: Path, task: str, batch: int, dtype: str) -> Path:
+    d = results.device_info()
+    kind = re.sub(r"[^a-z0-9]+", "-", d["kind"].lower()).strip("-")
+    device = d["platform"] if kind == d["platform"] else f"{d['platform']}-{kind}"
+    stamp = results.now().replace(":", "").replace("-", "")
+    return (Path(results_dir) / "efficiency" /
+            f"{task}__{device}-x{d['count']}__b{batch}__{dtype}__{stamp}.json")
+
+
+def claim(path: Path) -> Path:
+    """Create ``path`` (or ``path`` with _1, _2, ... before the suffix) exclusively; never overwrite."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for n in range(1000):
+        candidate = path if n == 0 else path.with_name(f"{path.stem}_{n}{path.suffix}")
+        try:
+            os.close(os.open(candidate, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            return candidate
+        except FileExistsError:
+            continue
+    raise RuntimeError(f"no free file name next to {path}")
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    """The whole benchmark; returns the result record (also written to ``args.out``)."""
+    names, broken = discover_families()
+    wanted = ([*names, *broken] if args.attn == "all"
+              else [a.strip() for a in args.attn.split(",") if a.strip()])
+    for name in wanted:
+        if name not in names and name not in broken:
+            attention.family(name)  # raises with the valid names
+    families = sorted(set(wanted) | {BASELINE})
+    cases = [Case(a, length) for a in families for length in args.lengths]
+    for case in cases:
+        if case.attention in broken:
+            case.skip(broken[case.attention])
+    bench = Bench(args.model, args.task, args.batch, args.dtype, args.seed)
+    platform = jax.devices()[0].platform
+    isolate = args.isolate == "yes" or (args.isolate == "auto" and platform != "cpu")
+
+    n_pending = sum(c.status == "pending" for c in cases)
+    bar = tqdm(total=n_pending * (2 + isolate + args.warmup + args.steps), desc="compile",
+               disable=not args.progress, dynamic_ncols=True, file=sys.stderr)
+    # Trace here, compile on worker threads (XLA releases the GIL): compilation dominates start-up.
+    with ThreadPoolExecutor(max_workers=max(1, min(4, os.cpu_count() or 1))) as pool:
+        jobs = {}
+        for case in cases:
+            if case.status != "pending":
+                continue
+            bar.set_postfix_str(f"{case.attention} L={case.length}", refresh=True)
+            try:
+                jobs[pool.submit(_timed_compile, bench.lower(case))] = case
+            except Exception as err:
+                case.skip(f"failed to build or compile: {_short(err)}")
+                bar.update(1)
+        for job in as_completed(jobs):
+            case = jobs[job]
+            try:
+                bench.finish(case, *job.result())
+            except Exception as err:
+                case.skip(f"failed to build or compile: {_short(err)}")
+            bar.update(1)
+
+    budget, source = free_memory()
+    if args.budget_bytes:
+        budget, source = args.budget_bytes, "--memory-budget-gb"
+    else:
+        budget = int(budget * FIT_MARGIN)
+        source += f" x {FIT_MARGIN}"
+    plan_fit(cases, budget, source)
+
+    if isolate:
+        bar.set_description("memory (fresh process per config)")
+        for case in cases:
+            if case.status == "pending":
+                bar.set_postfix_str(f"{case.attention} L={case.length}", refresh=True)
+                out = _run_isolated(case, args)
+                if out["status"] != "ok":
+                    case.skip(out["reason"])
+                else:
+                    case.memory = out["memory"]
+                bar.update(1)
+
+    peak = matmul_peak(args.dtype, args.peak_size)
+    keys = [jax.random.key(i) for i in range(1 + args.warmup + args.steps)]
+    bar.set_description("warm-up")
+    for case in cases:
+        if case.status != "pending":
+            continue
+        bar.set_postfix_str(f"{case.attention} L={case.length}", refresh=True)
+        try:
+            bench.materialize(case)
+            memory = case.memory
+            bench.first_step(case, keys[0])
+            if isolate:  # keep the fresh process's device peak; this process's is a high-water mark
+                case.memory = {**case.memory, **memory}
+            for i in range(args.warmup):
+                bench.step(case, keys[1 + i])
+        except Exception as err:
+            case.skip(("out of memory at run time: " if _is_oom(err) else "failed at run time: ")
+                      + _short(err))
+        bar.update(1 + args.warmup)
+
+    bar.set_description("timing (round-robin)")
+    for i in range(args.steps):
+        for case in cases:
+            if case.status != "pending":
+                continue
+            try:
+                case.times.append(bench.step(case, keys[1 + args.warmup + i]))
+            except Exception as err:
+                case.skip(("out of memory at run time: " if _is_oom(err) else "failed at run time: ")
+                          + _short(err))
+            bar.update(1)
+    bar.close()
+    for case in cases:
+        if case.status == "pending":
+            case.status = "ok"
+        case.args = case.compiled = case.make = None
+
+    records = summarize(cases, isolate)
+    for r in records:
+        if r["status"] == "ok":
+            r["fraction_of_peak"] = r["achieved_flops_per_s"] / peak["flops_per_s"]
+    return {
+        "schema": SCHEMA, "kind": "efficiency", "task": args.task, "model": dataclasses.asdict(args.model),
+        "batch": args.batch, "dtype": args.dtype, "lengths": list(args.lengths), "families": families,
+        "steps": args.steps, "warmup": args.warmup, "seed": args.seed,
+        "memory_method": ("device peak_bytes_in_use, one fresh process per config" if isolate else
+                          "XLA compiled memory analysis (arguments + outputs - aliased + temporaries), "
+                          "YNN fusions off; RSS growth of the first step as a cross-check"),
+        "memory_budget": {"bytes": budget, "source": source},
+        "matmul_peak": peak, "results": records, "slopes": fit_slopes(records),
+        "device": results.device_info(), "versions": results.versions(), "git": results.git_commit(),
+        "date": results.now(), "xla_flags": os.environ.get("XLA_FLAGS", ""),
+        "command": ["python", "-m", "lra.bench", *args.argv],
+    }
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m lra.bench", description=__doc__.split("\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog="See the module docstring (lra/bench.py) for what is measured.")
+    p.add_argument("--attn", default="all",
+                   help="'all' or comma-separated family names (softmax, the baseline, is always added)")
+    p.add_argument("--lengths", default=",".join(map(str, DEFAULT_LENGTHS)),
+                   help="comma-separated input lengths (default: %(default)s)")
+    p.add_argument("--batch", type=int, default=32, help="global batch (default: %(default)s, LRA's)")
+    p.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"))
+    p.add_argument("--task", default="text", choices=sorted(MODELS),
+                   help="whose model to time (default: text, as in LRA's Table 2)")
+    p.add_argument("--steps", type=int, default=10, help="timed steps per config (default: %(default)s)")
+    p.add_argument("--warmup", type=int, default=2, help="untimed steps after compilation (default: 2)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a model shape, e.g. --set num_layers=1 --set emb_dim=64")
+    p.add_argument("--memory-budget-gb", type=float, default=None,
+                   help="plan against this many GiB instead of the free device/host memory")
+    p.add_argument("--isolate", default="auto", choices=("auto", "yes", "no"),
+                   help="measure each config's device peak in a fresh process (auto: on GPU/TPU)")
+    p.add_argument("--peak-size", type=int, default=None,
+                   help="matrix size of the matmul-peak measurement (default: 2048 CPU, 8192 else)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", type=Path, default=None,
+                   help="result file (default: <results-dir>/efficiency/<task>__<device>__b<batch>__"
+                        "<dtype>__<date>.json); an existing file is never overwritten")
+    p.add_argument("--results-dir", type=Path, default=Path("results"))
+    p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
+    p.add_argument("--_measure", default=None, help=argparse.SUPPRESS)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = parser().parse_args(argv)
+    if args._measure is not None:
+        print(_RESULT_MARK + json.dumps(_measure_one(json.loads(args._measure))), flush=True)
+        return 0
+    try:
+        args.lengths = sorted({int(x) for x in args.lengths.split(",") if x.strip()})
+        if not args.lengths or min(args.lengths) < 1:
+            raise ValueError("--lengths needs positive integers")
+        if args.batch < 1 or args.steps < 1 or args.warmup < 0:
+            raise ValueError("--batch and --steps must be >= 1, --warmup >= 0")
+        args.model = bench_model(args.task, args.overrides)
+        if args.out is not None and args.out.exists():
+            raise ValueError(f"{args.out} exists; the bench never overwrites a result file")
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    args.budget_bytes = int(args.memory_budget_gb * 2**30) if args.memory_budget_gb else None
+    args.argv = argv
+    try:
+        record = run(args)
+    except (attention.UnknownAttentionError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    out = claim(args.out or default_out(args.results_dir, args.task, args.batch, args.dtype))
+    results.write_json_atomic(out, record)
+    ok = [r for r in record["results"] if r["status"] == "ok"]
+    skipped = [r for r in record["results"] if r["status"] != "ok"]
+    print(f"wrote {out}: {len(ok)} configs measured, {len(skipped)} skipped")
+    for r in skipped:
+        print(f"  skipped {r['attention']} L={r['length']}: {r['reason']}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

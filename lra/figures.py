@@ -1,0 +1,139 @@
+"""The leaderboard's efficiency figures, as PNG bytes: LRA's bubble chart and log-log scaling curves.
+
+The bytes are a function of the inputs (and the matplotlib/FreeType versions) alone: an Agg canvas on
+a fresh ``Figure`` (no pyplot state), fixed size and dpi, no "Software" or date metadata, and a fixed
+``svg.hashsalt`` for the ids matplotlib would otherwise randomise.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from collections.abc import Mapping, Sequence
+
+import matplotlib
+import matplotlib.ticker
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+DPI = 100
+RC = {"svg.hashsalt": "lra", "font.family": "DejaVu Sans", "font.size": 9, "axes.grid": True,
+      "grid.alpha": 0.3, "path.simplify": False}
+MARKERS = "osD^v<>phX*"
+
+
+def loglog_slope(xs: Sequence[float], ys: Sequence[float]) -> float | None:
+    """Least-squares slope of log(y) against log(x): the exponent k of y ~ x^k. None below 2 points."""
+    if len(xs) < 2 or len(set(xs)) < 2:
+        return None
+    return float(np.polyfit(np.log(np.asarray(xs, float)), np.log(np.asarray(ys, float)), 1)[0])
+
+
+def style(names: Sequence[str]) -> dict[str, dict]:
+    """A fixed colour and marker per family (softmax: black), the same in every figure."""
+    cmap = matplotlib.colormaps["tab20"]
+    out = {}
+    others = [n for n in sorted(names) if n != "softmax"]
+    for i, name in enumerate(others):
+        out[name] = {"color": cmap(i % 20), "marker": MARKERS[i % len(MARKERS)]}
+    out["softmax"] = {"color": "black", "marker": "o"}
+    return out
+
+
+def _png(fig: Figure) -> bytes:
+    FigureCanvasAgg(fig)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=DPI, metadata={"Software": None})
+    return buf.getvalue()
+
+
+def bubble_chart(points: Sequence[Mapping], *, title: str, xlabel: str, ylabel: str) -> bytes:
+    """LRA's Figure 3: x speed vs softmax, y accuracy, bubble area proportional to memory.
+
+    points: [{"name", "x", "y", "memory"}] (memory in bytes). Each bubble is labelled beside it; a
+    legend gives the area of a few reference memory sizes.
+    """
+    with matplotlib.rc_context(RC):
+        fig = Figure(figsize=(8.5, 5.5))
+        ax = fig.add_subplot()
+        colours = style([p["name"] for p in points])
+        biggest = max(p["memory"] for p in points)
+        scale = 2000.0 / biggest  # points^2 per byte
+        for p in sorted(points, key=lambda p: (-p["memory"], p["name"])):  # small ones on top
+            area = scale * p["memory"]
+            ax.scatter([p["x"]], [p["y"]], s=area, color=colours[p["name"]]["color"], alpha=0.4,
+                       edgecolors="black", linewidths=0.6, zorder=2)
+            ax.annotate(p["name"], (p["x"], p["y"]), xytext=(math.sqrt(area) / 2 + 2, 0),
+                        textcoords="offset points", ha="left", va="center", fontsize=7, zorder=3)
+        for gib in _reference_sizes(biggest):
+            ax.scatter([], [], s=scale * gib * 2**30, color="grey", alpha=0.3, edgecolors="black",
+                       linewidths=0.6, label=f"{gib:g} GiB")
+        ax.legend(title="peak memory", fontsize=7, title_fontsize=7, loc="center left",
+                  bbox_to_anchor=(1.01, 0.5), labelspacing=4.5, borderpad=1.5, frameon=False)
+        ax.axvline(1.0, color="grey", lw=0.8, ls="--", zorder=1)
+        xs, ys = [p["x"] for p in points], [p["y"] for p in points]
+        pad_x = max(0.12 * (max(xs) - min(xs)), 0.2)
+        pad_y = max(0.12 * (max(ys) - min(ys)), 1.0)
+        ax.set_xlim(min(xs) - pad_x, max(xs) + 2 * pad_x)
+        ax.set_ylim(min(ys) - 2 * pad_y, max(ys) + pad_y)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.set_title(title, fontsize=9)
+        fig.tight_layout()
+        return _png(fig)
+
+
+def _reference_sizes(biggest: float) -> list[float]:
+    """Two or three round GiB sizes at or below ``biggest`` bytes for the bubble legend."""
+    top = biggest / 2**30
+    exp = math.floor(math.log10(top))
+    sizes = [m * 10.0**e for e in (exp - 1, exp) for m in (1, 2, 5) if m * 10.0**e <= top]
+    return sizes[-3:]
+
+
+def scaling_curves(series: Mapping[str, Sequence[tuple[int, float, float]]], *, title: str) -> bytes:
+    """Time per step and memory against length, log-log, one line per family, slope in the legend.
+
+    series: {family: [(length, seconds per step, memory bytes), ...]}.
+    """
+    with matplotlib.rc_context(RC):
+        rows = math.ceil(len(series) / 3)
+        fig = Figure(figsize=(11.0, 4.6 + 0.16 * rows))
+        axes = fig.subplots(1, 2)
+        colours = style(list(series))
+        for ax, index, label in ((axes[0], 1, "seconds per training step"),
+                                 (axes[1], 2, "peak memory (GiB)")):
+            for name in sorted(series, key=lambda n: (n != "softmax", n)):
+                pts = sorted(series[name])
+                xs = [p[0] for p in pts]
+                ys = [p[index] / (2**30 if index == 2 else 1) for p in pts]
+                k = loglog_slope(xs, ys)
+                legend = f"{name} (slope {k:.2f})" if k is not None else name
+                st = colours[name]
+                ax.plot(xs, ys, marker=st["marker"], color=st["color"], ms=4,
+                        lw=2.0 if name == "softmax" else 1.2, label=legend)
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
+            lengths = sorted({p[0] for pts in series.values() for p in pts})
+            ax.set_xticks(lengths, [str(n) for n in lengths])
+            ax.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
+            ax.yaxis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
+            ax.yaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
+            ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+            ax.set_xlabel("sequence length (log)")
+            ax.set_ylabel(f"{label} (log)")
+            ax.legend(fontsize=7, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.13),
+                      frameon=False)
+        fig.suptitle(title, fontsize=9)
+        fig.tight_layout()
+        return _png(fig)
+
+
+def slug(text: str) -> str:
+    """A file-name-safe lower-case form of ``text``."""
+    out = "".join(c if c.isalnum() else "-" for c in text.lower())
+    while "--" in out:
+        out = out.replace("--", "-")
+    return out.strip("-")
+

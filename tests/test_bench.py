@@ -1,0 +1,173 @@
+"""`python -m lra.bench`: its result file, the ratio arithmetic, skipping what would not fit.
+
+One tiny run (two families, lengths 64 and 128, a 1-layer d=32 model, 2 timed steps) is shared by the
+schema tests; it takes a few seconds of compilation per config on 2 CPU cores.
+"""
+
+import argparse
+import json
+import math
+import statistics
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+from lra import bench, leaderboard
+
+TINY = ["--set", "num_layers=1", "--set", "emb_dim=32", "--set", "qkv_dim=32", "--set", "mlp_dim=64",
+        "--set", "num_heads=2", "--peak-size", "256", "--no-progress"]
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    results_dir = tmp_path_factory.mktemp("results")
+    code = bench.main(["--attn", "linear", "--lengths", "64,128", "--batch", "2", "--steps", "2",
+                       "--warmup", "1", "--results-dir", str(results_dir), *TINY])
+    assert code == 0
+    files = list((results_dir / "efficiency").glob("*.json"))
+    assert len(files) == 1
+    return results_dir, files[0], json.loads(files[0].read_text())
+
+
+def test_result_file_schema(tiny_run):
+    _, path, rec = tiny_run
+    assert path.name.startswith("text__cpu-x1__b2__float32__")  # task, device, batch, dtype, date
+    for key in ("schema", "task", "model", "batch", "dtype", "lengths", "families", "steps", "warmup",
+                "memory_method", "memory_budget", "matmul_peak", "results", "slopes", "device",
+                "versions", "git", "date", "xla_flags", "command"):
+        assert key in rec, key
+    assert rec["schema"] == bench.SCHEMA and rec["task"] == "text"
+    assert rec["families"] == ["linear", "softmax"]  # softmax, the baseline, is always measured
+    assert rec["model"]["num_layers"] == 1 and rec["model"]["vocab_size"] == 257
+    assert rec["device"]["platform"] == "cpu" and rec["device"]["count"] >= 1
+    assert "jax" in rec["versions"] and "commit" in rec["git"]
+    assert "--xla_cpu_experimental_ynn_fusion_type=" in rec["xla_flags"]
+    assert rec["matmul_peak"]["flops_per_s"] > 0
+    assert [(r["attention"], r["length"]) for r in rec["results"]] == [
+        ("linear", 64), ("linear", 128), ("softmax", 64), ("softmax", 128)]
+    for r in rec["results"]:
+        assert r["status"] == "ok" and r["reason"] is None
+        assert len(r["step_time_s"]["samples"]) == 2
+        assert math.isfinite(r["final_loss"])
+
+
+def test_speed_memory_and_flops_arithmetic(tiny_run):
+    _, _, rec = tiny_run
+    by = {(r["attention"], r["length"]): r for r in rec["results"]}
+    for (_, length), r in by.items():
+        median = statistics.median(r["step_time_s"]["samples"])
+        assert r["step_time_s"]["median"] == median
+        assert r["steps_per_s"] == pytest.approx(1 / median)
+        base = by[("softmax", length)]
+        assert r["speed_vs_softmax"] == pytest.approx(r["steps_per_s"] / base["steps_per_s"])
+        assert r["memory_vs_softmax"] == pytest.approx(r["memory"]["bytes"] / base["memory"]["bytes"])
+        c = r["compiled_memory"]
+        assert r["memory"]["bytes"] == c["argument"] + c["output"] - c["alias"] + c["temp"] == c["total"]
+        assert c["alias"] > 0  # the state is donated, as in the trainer
+        assert "rss_growth" in r["memory"]
+        f = r["flops"]
+        assert f["per_step"] == max(f["xla"], f["matmul"]) > 0
+        assert r["achieved_flops_per_s"] == pytest.approx(f["per_step"] / median)
+        assert r["fraction_of_peak"] == pytest.approx(
+            r["achieved_flops_per_s"] / rec["matmul_peak"]["flops_per_s"])
+    assert by[("softmax", 64)]["speed_vs_softmax"] == 1.0
+    # softmax's attention is quadratic: its temporaries grow faster than linear attention's
+    soft = by[("softmax", 128)]["compiled_memory"]["temp"] / by[("softmax", 64)]["compiled_memory"]["temp"]
+    lin = by[("linear", 128)]["compiled_memory"]["temp"] / by[("linear", 64)]["compiled_memory"]["temp"]
+    assert soft > lin
+    for name, s in rec["slopes"].items():
+        rows = [by[(name, n)] for n in (64, 128)]
+        expect = math.log(rows[1]["step_time_s"]["median"] / rows[0]["step_time_s"]["median"]) / math.log(2)
+        assert s["time"] == pytest.approx(expect)
+        assert s["lengths"] == [64, 128]
+
+
+def test_leaderboard_reads_the_real_file(tiny_run):
+    results_dir, _, _ = tiny_run
+    assert leaderboard.main(["--results-dir", str(results_dir)]) == 0
+    board = (results_dir / "LEADERBOARD.md").read_text()
+    assert "| linear | " in board and "steps/s 128" in board
+    assert list((results_dir / "figures").glob("efficiency-*-scaling.png"))
+
+
+def test_too_big_or_broken_configs_are_recorded_not_crashes(tmp_path, monkeypatch):
+    real = bench.make_classifier
+
+    def broken_linear(model, family, *args, **kwargs):
+        if family == "linear":
+            raise RuntimeError("this family is unfinished")
+        return real(model, family, *args, **kwargs)
+
+    monkeypatch.setattr(bench, "make_classifier", broken_linear)
+    out = tmp_path / "eff.json"
+    code = bench.main(["--attn", "linear", "--lengths", "64", "--batch", "2", "--steps", "1",
+                       "--memory-budget-gb", "0.0001", "--out", str(out), *TINY])
+    assert code == 0
+    rec = json.loads(out.read_text())
+    by = {r["attention"]: r for r in rec["results"]}
+    assert by["softmax"]["status"] == "skipped" and "would not fit" in by["softmax"]["reason"]
+    assert "--memory-budget-gb" in by["softmax"]["reason"]
+    assert by["linear"]["status"] == "skipped" and "this family is unfinished" in by["linear"]["reason"]
+    assert by["softmax"]["speed_vs_softmax"] is None
+    assert bench.main(["--attn", "linear", "--out", str(out)]) == 2  # never overwrites
+
+
+def test_unknown_family_and_bad_lengths_are_errors(capsys):
+    assert bench.main(["--attn", "nosuch", "--lengths", "64", "--no-progress"]) == 2
+    assert "unknown attention 'nosuch'" in capsys.readouterr().err
+    assert bench.main(["--lengths", "0"]) == 2
+    assert bench.main(["--set", "layers=2"]) == 2
+
+
+def _fake_case(name, length, argument, transient):
+    case = bench.Case(name, length)
+    case.compiled_memory = {"argument": argument, "output": transient, "alias": 0, "temp": 0,
+                            "total": argument + transient}
+    return case
+
+
+def test_plan_fit_counts_every_resident_state_and_the_largest_transient():
+    cases = [_fake_case("a", 1, 10, 50), _fake_case("b", 1, 10, 30), _fake_case("c", 1, 100, 10),
+             _fake_case("d", 1, 10, 500)]
+    bench.plan_fit(cases, budget=200, source="test")
+    status = {c.attention: c.status for c in cases}
+    # b (40), a (60) and c (110) fit together: 120 resident + 50 transient = 170 <= 200
+    assert status == {"a": "pending", "b": "pending", "c": "pending", "d": "skipped"}
+    assert "would not fit: needs" in cases[3].reason
+
+
+def test_matmul_flops_multiplies_scans_where_xla_counts_the_body_once():
+    def f(x, w):
+        return jax.lax.scan(lambda x, _: (x @ w, None), x, None, length=10)[0]
+
+    x = jnp.ones((64, 64))
+    jaxpr = jax.make_jaxpr(f)(x, x)
+    flops, loops = bench.matmul_flops(jaxpr.jaxpr)
+    assert flops == 10 * 2 * 64**3 and loops
+    xla = jax.jit(f).lower(x, x).compile().cost_analysis()["flops"]
+    assert xla < flops  # why the bench counts the jaxpr too
+
+
+def test_isolated_measurement_runs_in_a_fresh_process():
+    args = argparse.Namespace(task="text", model=bench.bench_model("text", TINY[1:10:2]), batch=2,
+                              dtype="float32", seed=0, budget_bytes=None)
+    out = bench._run_isolated(bench.Case("softmax", 64), args)
+    assert out["status"] == "ok", out
+    assert out["memory"]["rss_growth"] >= 0 and out["compiled_memory"]["total"] > 0
+
+
+def test_claim_never_overwrites(tmp_path):
+    first = bench.claim(tmp_path / "x.json")
+    second = bench.claim(tmp_path / "x.json")
+    assert first.name == "x.json" and second.name == "x_1.json"
+
+
+def test_the_text_table_matches_the_text_config_where_there_is_one():
+    configs_text = pytest.importorskip("configs.text")
+    model = bench.bench_model("text")
+    for key, value in configs_text.BASE.items():
+        section, _, name = key.partition(".")
+        if section == "model" and hasattr(model, name):
+            assert getattr(model, name) == value, key
+    assert bench.attn_options("text", "performer") == {"kernel": "relu"}

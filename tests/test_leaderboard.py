@@ -1,0 +1,158 @@
+"""`python -m lra.leaderboard` from fixture result files: tables, figures, byte-for-byte determinism."""
+
+import json
+import shutil
+
+import pytest
+
+from lra import figures, leaderboard
+
+PNG = b"\x89PNG\r\n\x1a\n"
+LENGTHS = (512, 1024, 2048)
+
+
+def run_record(task, attention, preset, seed, best, last):
+    return {
+        "task": task, "attention": attention, "preset": preset, "seed": seed, "config": {},
+        "metrics": {"best_val_accuracy": best, "test_accuracy_at_best_val": best,
+                    "test_accuracy_at_last": last, "steps": 100, "wall_time_s": 60.0,
+                    "steps_per_s": 2.0, "peak_memory": {"bytes": 2**30, "source": "test"}},
+        "device": {"platform": "cpu", "kind": "cpu", "count": 1, "process_count": 1},
+        "versions": {}, "git": {"commit": "0123456789abcdef", "dirty": False},
+        "date": "2026-01-01T00:00:00Z", "status": "completed",
+    }
+
+
+def bench_result(name, length, seconds, memory, base_seconds, base_memory):
+    return {"attention": name, "length": length, "status": "ok", "reason": None, "compile_s": 1.0,
+            "compiled_memory": {"total": memory}, "memory": {"bytes": memory, "source": "test"},
+            "flops": {"xla": 1e9, "matmul": 1e9, "loops": False, "per_step": 2e9 * length / 512},
+            "step_time_s": {"median": seconds, "min": seconds, "max": seconds, "samples": [seconds]},
+            "steps_per_s": 1 / seconds, "achieved_flops_per_s": 2e9 * length / 512 / seconds,
+            "fraction_of_peak": 0.25, "speed_vs_softmax": base_seconds / seconds,
+            "memory_vs_softmax": memory / base_memory}
+
+
+def bench_record(date="2026-01-02T00:00:00Z"):
+    """softmax: time and memory ~ L^2; linear: ~ L; local skipped at 2048 (too big)."""
+    results = []
+    for n in LENGTHS:
+        r = n / 512
+        soft_t, soft_m = 0.1 * r**2, 2**28 * r**2
+        results.append(bench_result("softmax", n, soft_t, soft_m, soft_t, soft_m))
+        results.append(bench_result("linear", n, 0.1 * r, 2**28 * r, soft_t, soft_m))
+        if n < 2048:
+            results.append(bench_result("local", n, 0.08 * r, 2**27 * r, soft_t, soft_m))
+        else:
+            results.append({"attention": "local", "length": n, "status": "skipped",
+                            "reason": "would not fit: needs 30 GiB; budget 20 GiB (test)",
+                            "speed_vs_softmax": None, "memory_vs_softmax": None})
+    return {"schema": "lra.bench/1", "kind": "efficiency", "task": "text", "model": {}, "batch": 4,
+            "dtype": "float32", "lengths": list(LENGTHS), "families": ["linear", "local", "softmax"],
+            "steps": 10, "warmup": 2, "memory_method": "compiled memory analysis (test)",
+            "memory_budget": {"bytes": 20 * 2**30, "source": "test"},
+            "matmul_peak": {"flops_per_s": 1.5e11}, "results": results, "slopes": {},
+            "device": {"platform": "cpu", "kind": "cpu", "count": 1, "process_count": 1},
+            "versions": {}, "git": {"commit": "fedcba9876543210", "dirty": False}, "date": date}
+
+
+@pytest.fixture
+def results_dir(tmp_path):
+    root = tmp_path / "results"
+    (root / "runs").mkdir(parents=True)
+    (root / "efficiency").mkdir()
+    accuracy = {"softmax": (0.36, 0.38), "linear": (0.17, 0.19), "local": (0.15, 0.16)}
+    for name, (a0, a1) in accuracy.items():
+        for seed, acc in enumerate((a0, a1)):
+            rec = run_record("listops", name, "small", seed, acc, acc - 0.01)
+            (root / "runs" / f"listops__{name}__small__seed{seed}.json").write_text(json.dumps(rec))
+    (root / "efficiency" / "old.json").write_text(json.dumps(bench_record("2026-01-01T00:00:00Z")))
+    (root / "efficiency" / "new.json").write_text(json.dumps(bench_record()))
+    return root
+
+
+def test_efficiency_table_like_lra_table2(results_dir):
+    text = leaderboard.render(results_dir).split("## Measured efficiency")[1]
+    assert "### `text` model, batch 4, float32, on cpu x1" in text
+    assert "| attention | steps/s 512 | steps/s 1024 | steps/s 2048 | memory GiB 512 |" in text
+    # linear at 2048: 4x softmax's speed, 1/4 of its memory; slopes 1 (linear) and 2 (softmax)
+    row = next(line for line in text.splitlines() if line.startswith("| linear | 10 "))
+    assert "2.5 (4.00x)" in row and "1 (0.25x)" in row and "| 1.00 | 1.00 |" in row
+    soft = next(line for line in text.splitlines() if line.startswith("| softmax | 10 "))
+    assert "| 2.00 | 2.00 |" in soft
+    local = next(line for line in text.splitlines() if line.startswith("| local | "))
+    assert "skipped" in local
+    assert "- `local` at 2048: would not fit: needs 30 GiB" in text
+    assert "Earlier files for this setting (not shown): `old.json`" in text
+    assert "File `new.json`" in text
+
+
+def test_accuracy_tables_and_published_rows_stay_apart(results_dir):
+    text = leaderboard.render(results_dir)
+    measured, published = text.split("## Published reference rows (not measured here)")
+    assert "37.00 ± 1.41 (2)" in measured  # softmax test accuracy at best val, mean ± std over seeds
+    assert "36.00 ± 1.41 (2)" in measured  # ... and at the last step
+    assert "| published |" not in measured and "| published |" in published
+    assert "### Published: LRA Table 2" in published
+    assert "| softmax | 8.1 | 4.9 | 2.3 | 1.4 | 0.85 | 2.65 | 5.51 | 9.48 | published |" in published
+
+
+def test_figures_are_written_embedded_and_non_empty(results_dir):
+    assert leaderboard.main(["--results-dir", str(results_dir)]) == 0
+    text = (results_dir / "LEADERBOARD.md").read_text()
+    pngs = sorted((results_dir / "figures").glob("*.png"))
+    assert [p.name for p in pngs] == ["efficiency-cpu-x1-text-b4-float32-bubble.png",
+                                      "efficiency-cpu-x1-text-b4-float32-scaling.png"]
+    for p in pngs:
+        data = p.read_bytes()
+        assert data.startswith(PNG) and len(data) > 10_000
+        assert f"](figures/{p.name})" in text
+        assert b"Software" not in data and b"matplotlib" not in data
+    # the bubble chart is at the longest length every measured family reached (local: 1024)
+    assert "x = speed relative to softmax at length 1024" in text
+    assert "preset `small`, over listops" in text
+
+
+def test_two_renders_give_identical_bytes(results_dir, tmp_path):
+    assert leaderboard.main(["--results-dir", str(results_dir)]) == 0
+    first = {p.name: p.read_bytes() for p in results_dir.rglob("*") if p.is_file()}
+    copy = tmp_path / "again"
+    shutil.copytree(results_dir, copy)
+    for p in (copy / "figures").glob("*.png"):
+        p.unlink()
+    (copy / "LEADERBOARD.md").unlink()
+    assert leaderboard.main(["--results-dir", str(copy)]) == 0
+    second = {p.name: p.read_bytes() for p in copy.rglob("*") if p.is_file()}
+    assert second == first
+    _, figs = leaderboard.build(copy)
+    assert figs == {n: b for n, b in first.items() if n.endswith(".png")}
+
+
+def test_stale_figures_are_removed_and_no_bench_files_means_no_figures(results_dir):
+    assert leaderboard.main(["--results-dir", str(results_dir)]) == 0
+    for p in (results_dir / "efficiency").glob("*.json"):
+        p.unlink()
+    keep = results_dir / "figures" / "mine.png"
+    keep.write_bytes(b"not ours")
+    assert leaderboard.main(["--results-dir", str(results_dir)]) == 0
+    assert sorted(p.name for p in (results_dir / "figures").iterdir()) == ["mine.png"]
+    assert "No efficiency files yet" in (results_dir / "LEADERBOARD.md").read_text()
+
+
+def test_without_accuracy_runs_the_bubble_chart_is_left_out(results_dir):
+    for p in (results_dir / "runs").glob("*.json"):
+        p.unlink()
+    text, figs = leaderboard.build(results_dir)
+    assert list(figs) == ["efficiency-cpu-x1-text-b4-float32-scaling.png"]
+    assert "Bubble chart: needs softmax measured here and accuracy result files" in text
+
+
+def test_a_bad_efficiency_file_is_an_error(results_dir, capsys):
+    (results_dir / "efficiency" / "bad.json").write_text('{"schema": "something else"}')
+    assert leaderboard.main(["--results-dir", str(results_dir)]) == 1
+    assert "bad.json: not a valid efficiency file" in capsys.readouterr().err
+
+
+def test_loglog_slope():
+    assert figures.loglog_slope([512, 1024, 2048], [1.0, 4.0, 16.0]) == pytest.approx(2.0)
+    assert figures.loglog_slope([512], [1.0]) is None
