@@ -213,13 +213,21 @@ def train_and_evaluate(config: Config, workdir: Path, *, data_dir: Path,
                                   "train.batch_size / train.grad_accum")
     repl, data_sharding = sharding.replicated(mesh), sharding.batch_sharding(mesh)
 
-    model = build_model(config, task, rngs=nnx.Rngs(params=config.seed, dropout=config.seed,
-                                                    default=config.seed))
-    graphdef, params, rest = nnx.split(model, nnx.Param, ...)
     tx = optimizer(t)
-    state = {"step": jnp.zeros((), jnp.int32), "params": params, "opt_state": tx.init(params)}
-    state, rest = jax.device_put((state, rest), repl)
-    num_params = sum(int(np.prod(p.shape)) for p in jax.tree.leaves(params))
+
+    def init():
+        model = build_model(config, task, rngs=nnx.Rngs(params=config.seed, dropout=config.seed,
+                                                        default=config.seed))
+        _, params, rest = nnx.split(model, nnx.Param, ...)
+        return {"step": jnp.zeros((), jnp.int32), "params": params, "opt_state": tx.init(params)}, rest
+
+    # Initialise under jit straight into the mesh layout: with several processes the replicated
+    # arrays span devices this process cannot address, which rules out device_put of host values.
+    graphdef = nnx.split(nnx.eval_shape(lambda: build_model(
+        config, task, rngs=nnx.Rngs(params=config.seed, dropout=config.seed,
+                                    default=config.seed))), nnx.Param, ...)[0]
+    state, rest = jax.jit(init, out_shardings=repl)()
+    num_params = sum(int(np.prod(p.shape)) for p in jax.tree.leaves(state["params"]))
 
     ckpt = Checkpoints(workdir)
     history = History()
