@@ -16,9 +16,9 @@ over j factor through a [2d, d] matrix: cost O(L d^2) instead of O(L^2 d).
 * ``eps`` (default 1e-6, the official PyTorch value; OpenNLPLab's LRA port used 1e-4) clamps the
   denominator from below: a query whose ReLU features are all zero (a "dead" query) outputs 0 rather
   than NaN.
-* Causal mode uses a chunked scan: inside a chunk of ``chunk_size`` positions the quadratic masked
-  form, across chunks a running [2d, d] state. Memory is O(L d + d^2) per head; the [L, 2d, d] prefix
-  sum of the official code is never formed.
+* Causal mode uses the chunked scan of attention/linear.py (``causal_linear_sums``): inside a chunk
+  of ``chunk_size`` positions the quadratic masked form, across chunks a running [2d, d] state.
+  Memory is O(L d + d^2) per head; the [L, 2d, d] prefix sum of the official code is never formed.
 * Feature sums are accumulated in float32 whatever the input dtype.
 
 Options: ``eps`` (1e-6), ``chunk_size`` (64, causal only).
@@ -34,6 +34,7 @@ from flax import nnx
 
 from attention import register
 from attention._projections import HeadProjections, key_mask
+from attention.linear import causal_linear_sums
 
 EPS = 1e-6
 
@@ -44,37 +45,6 @@ def _cos_sin_features(x: jax.Array, offset: int, big_m: int) -> jax.Array:
     theta = (math.pi / 2) * pos / big_m
     sin, cos = jnp.sin(theta)[None, :, None, None], jnp.cos(theta)[None, :, None, None]
     return jnp.concatenate([x * sin, x * cos], axis=-1)
-
-
-def _causal_sums(phi_q: jax.Array, phi_k: jax.Array, v: jax.Array, chunk: int):
-    """Causal numerator float32[B, L, H, d] and denominator float32[B, L, H] by a chunked scan."""
-    b, length, h, f = phi_q.shape
-    d = v.shape[-1]
-    n = -(-length // chunk)
-    pad = n * chunk - length
-
-    def chunks(a):
-        a = jnp.pad(a, [(0, 0), (0, pad)] + [(0, 0)] * (a.ndim - 2))
-        return jnp.moveaxis(a.reshape(b, n, chunk, *a.shape[2:]), 1, 0)  # [N, B, C, H, ...]
-
-    tri = jnp.tril(jnp.ones((chunk, chunk), dtype=bool))
-
-    def step(carry, blocks):
-        state, z = carry  # [B, H, 2d, d], [B, H, 2d]
-        q_c, k_c, v_c = blocks
-        scores = jnp.einsum("bchf,bshf->bhcs", q_c, k_c)
-        scores = jnp.where(tri, scores, 0.0)
-        num = jnp.einsum("bhcs,bshd->bchd", scores, v_c) + jnp.einsum("bchf,bhfd->bchd", q_c, state)
-        den = scores.sum(-1).transpose(0, 2, 1) + jnp.einsum("bchf,bhf->bch", q_c, z)
-        state = state + jnp.einsum("bshf,bshd->bhfd", k_c, v_c)
-        z = z + k_c.sum(1)
-        return (state, z), (num, den)
-
-    init = (jnp.zeros((b, h, f, d), jnp.float32), jnp.zeros((b, h, f), jnp.float32))
-    _, (num, den) = jax.lax.scan(step, init, (chunks(phi_q), chunks(phi_k), chunks(v)))
-    num = jnp.moveaxis(num, 0, 1).reshape(b, n * chunk, h, d)[:, :length]
-    den = jnp.moveaxis(den, 0, 1).reshape(b, n * chunk, h)[:, :length]
-    return num, den
 
 
 def cosformer_kernel(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array | None = None, *,
@@ -96,7 +66,7 @@ def cosformer_kernel(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array |
     if causal:
         if q.shape[1] != k.shape[1]:
             raise ValueError(f"causal cosformer needs equal lengths, got {q.shape[1]}, {k.shape[1]}")
-        num, den = _causal_sums(phi_q, phi_k, vf, chunk_size)
+        num, den = causal_linear_sums(phi_q, phi_k, vf, chunk_size)
     else:
         kv = jnp.einsum("blhf,blhd->bhfd", phi_k, vf)
         num = jnp.einsum("blhf,bhfd->blhd", phi_q, kv)
