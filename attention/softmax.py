@@ -46,7 +46,17 @@ def softmax_kernel(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array | N
     """
     scale = 1.0 / jnp.sqrt(jnp.float32(q.shape[-1]))
     logits = jnp.einsum("bqhd,bkhd->bhqk", q, k, preferred_element_type=jnp.float32) * scale
-    allowed = attention_bias_mask(mask, q.shape[1], k.shape[1], causal=causal)
+    return attend(logits, v, mask, causal=causal, dropout_rate=dropout_rate, dropout_rng=dropout_rng)
+
+
+def attend(logits: jax.Array, v: jax.Array, mask: jax.Array | None = None, *, causal: bool = False,
+           dropout_rate: float = 0.0, dropout_rng: jax.Array | None = None) -> jax.Array:
+    """Masked float32 softmax over keys of ``logits`` float[B or 1, H, Lq, Lk], then the weighted sum.
+
+    v: float[B, Lk, H, Dh]; mask: bool[B, Lk] over keys. Returns float[B, Lq, H, Dh] in v's dtype.
+    """
+    allowed = attention_bias_mask(mask, logits.shape[-2], logits.shape[-1], causal=causal)
+    logits = logits.astype(jnp.float32)
     if allowed is not None:
         logits = jnp.where(allowed, logits, MASKED_LOGIT)
     probs = jax.nn.softmax(logits, axis=-1)

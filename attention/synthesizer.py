@@ -38,9 +38,9 @@ import jax.numpy as jnp
 from flax import nnx
 
 from attention import register
-from attention._projections import Dense, dropout_probs, head_dim, key_mask
+from attention._projections import Dense, head_dim, key_mask
+from attention.softmax import attend
 
-MASKED_LOGIT = -1e30
 MODES = ("dense", "random", "factorized_random")
 _per_head_xavier = nnx.initializers.xavier_uniform(batch_axis=(0,))
 
@@ -55,21 +55,12 @@ def synthesizer_kernel(q: jax.Array | None, k: jax.Array | None, v: jax.Array,
     synthetic: float[B or 1, H, L, L] logits (query i, key j); mask: bool[B, L] over keys.
     Returns float[B, L, H, d] in v's dtype.
     """
-    length = v.shape[1]
     logits = synthetic.astype(jnp.float32)
     if q is not None:
         scale = 1.0 / math.sqrt(q.shape[-1])
         dots = jnp.einsum("bqhd,bkhd->bhqk", q, k, preferred_element_type=jnp.float32) * scale
         logits = logits + dots
-    allowed = jnp.ones((1, 1, length, length), bool)
-    if mask is not None:
-        allowed = allowed & mask[:, None, None, :].astype(bool)
-    if causal:
-        allowed = allowed & jnp.tril(jnp.ones((length, length), bool))[None, None]
-    logits = jnp.where(allowed, logits, MASKED_LOGIT)
-    probs = jax.nn.softmax(logits, axis=-1)
-    probs = dropout_probs(probs, dropout_rate, dropout_rng)
-    return jnp.einsum("bhqk,bkhd->bqhd", probs.astype(v.dtype), v)
+    return attend(logits, v, mask, causal=causal, dropout_rate=dropout_rate, dropout_rng=dropout_rng)
 
 
 @register("synthesizer")
