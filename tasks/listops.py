@@ -51,7 +51,7 @@ from typing import Any
 
 import numpy as np
 
-from tasks import DataError, Task, data_options, register
+from tasks import DataError, Task, _tsv_cache, data_options, register
 
 __all__ = ["OPERATORS", "VOCAB", "ListOpsTask", "evaluate", "generate", "read_split", "serialize"]
 
@@ -71,7 +71,6 @@ SPLITS = ("train", "val", "test")
 _SHARD_SIZE = 256  # kept trees per shard; part of the seed -> data mapping, do not change lightly
 _MAX_ATTEMPTS_PER_KEPT = 1000  # a shard whose acceptance rate falls below 0.1% is an error
 _STALL_SHARDS = 20  # this many shards in a row without a new distinct tree is an error
-_CACHE_VERSION = 1
 
 # Sampler codes: a leaf or ``]`` is its vocabulary id (< 16); an operator is ``id | arity << 4``,
 # so that serialisation knows how many "(" open it.
@@ -459,32 +458,6 @@ def _shorten(text: str, limit: int = 40) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
-def _load_cache(cache: Path, stat: os.stat_result):
-    try:
-        with np.load(cache, allow_pickle=False) as z:
-            key = (int(z["version"]), int(z["tsv_size"]), int(z["tsv_mtime_ns"]))
-            if key != (_CACHE_VERSION, stat.st_size, stat.st_mtime_ns):
-                return None
-            return z["tokens"], z["offsets"], z["targets"]
-    except (OSError, KeyError, ValueError, EOFError):
-        return None  # missing, stale format or half-written by someone else: rebuild
-
-
-def _save_cache(cache: Path, stat: os.stat_result, arrays) -> None:
-    tokens, offsets, targets = arrays
-    temp = cache.with_name(f".{cache.name}.{os.getpid()}.tmp")
-    try:
-        with open(temp, "wb") as f:
-            np.savez(f, tokens=tokens, offsets=offsets, targets=targets,
-                     version=np.int64(_CACHE_VERSION), tsv_size=np.int64(stat.st_size),
-                     tsv_mtime_ns=np.int64(stat.st_mtime_ns))
-        os.replace(temp, cache)
-    except OSError:
-        pass  # e.g. a read-only release folder: work without the cache
-    finally:
-        temp.unlink(missing_ok=True)
-
-
 def read_split(path: str | os.PathLike, max_len: int | None = None,
                *, cache: bool = True) -> ListOpsExamples:
     """Read one ListOps TSV (ours or the official ``listops-1000/basic_*.tsv``).
@@ -498,11 +471,11 @@ def read_split(path: str | os.PathLike, max_len: int | None = None,
         stat = path.stat()
     except FileNotFoundError:
         raise DataError(f"{path}: file not found") from None
-    arrays = _load_cache(_cache_path(path), stat) if cache else None
+    arrays = _tsv_cache.load(_cache_path(path), stat) if cache else None
     if arrays is None:
         arrays = _parse_tsv(path)
         if cache:
-            _save_cache(_cache_path(path), stat, arrays)
+            _tsv_cache.save(_cache_path(path), stat, arrays)
     tokens, offsets, targets = arrays
     lengths = np.diff(offsets)
     if max_len is None:

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tasks import DataError, Task, register
+from tasks import DataError, Task, _tsv_cache, register
 
 __all__ = ["FILES", "PairExamples", "RetrievalTask", "find_directory", "read_split"]
 
@@ -45,7 +45,6 @@ DIRECTORIES = ("retrieval", "tsv_data", "lra_release/tsv_data", "lra_release/lra
 RAW_CUT = 10_000  # LRA read at most this many bytes of a document
 VOCAB_SIZE = 257
 _FIELDS = 5
-_CACHE_VERSION = 1
 
 
 def find_directory(data_dir: Path) -> Path | None:
@@ -109,35 +108,6 @@ def _cache_paths(path: Path, cut: int, fallback_dir: Path | None) -> list[Path]:
     return [path.with_name(name)] + ([fallback_dir / name] if fallback_dir is not None else [])
 
 
-def _load_cache(cache: Path, stat: os.stat_result):
-    try:
-        with np.load(cache, allow_pickle=False) as z:
-            key = (int(z["version"]), int(z["tsv_size"]), int(z["tsv_mtime_ns"]))
-            if key != (_CACHE_VERSION, stat.st_size, stat.st_mtime_ns):
-                return None
-            return z["tokens"], z["offsets"], z["targets"]
-    except (OSError, KeyError, ValueError, EOFError):
-        return None  # missing, stale format or half-written: parse again
-
-
-def _save_cache(caches: list[Path], stat: os.stat_result, arrays) -> None:
-    tokens, offsets, targets = arrays
-    for cache in caches:  # next to the file, else the fallback folder
-        temp = cache.with_name(f".{cache.name}.{os.getpid()}.tmp")
-        try:
-            cache.parent.mkdir(parents=True, exist_ok=True)
-            with open(temp, "wb") as f:
-                np.savez(f, tokens=tokens, offsets=offsets, targets=targets,
-                         version=np.int64(_CACHE_VERSION), tsv_size=np.int64(stat.st_size),
-                         tsv_mtime_ns=np.int64(stat.st_mtime_ns))
-            os.replace(temp, cache)
-            return
-        except OSError:
-            continue  # e.g. a read-only release folder
-        finally:
-            temp.unlink(missing_ok=True)
-
-
 def read_split(path: str | os.PathLike, max_len: int = 4000, *, cache: bool = True,
                cache_dir: Path | None = None, progress: bool = False) -> PairExamples:
     """Read one AAN pairs TSV. ``max_len``: ids kept per document (the first ``min(max_len,
@@ -152,11 +122,13 @@ def read_split(path: str | os.PathLike, max_len: int = 4000, *, cache: bool = Tr
     caches = _cache_paths(path, cut, cache_dir)
     arrays = None
     if cache:
-        arrays = next((a for a in map(lambda c: _load_cache(c, stat), caches) if a is not None), None)
+        arrays = next((a for a in (_tsv_cache.load(c, stat) for c in caches) if a is not None), None)
     if arrays is None:
         arrays = _parse_tsv(path, cut, progress)
         if cache:
-            _save_cache(caches, stat, arrays)
+            for c in caches:  # next to the file, else the fallback folder
+                if _tsv_cache.save(c, stat, arrays):
+                    break
     return PairExamples(*arrays, max_len)
 
 
