@@ -22,8 +22,10 @@ class ConfigMismatchError(RuntimeError):
 
 
 def _manager(path: Path) -> ocp.CheckpointManager:
+    # Several processes save synchronously: with async saves orbax (0.12) sometimes finalised on
+    # process 0 before process 1's array metadata existed and failed the save.
     options = ocp.CheckpointManagerOptions(max_to_keep=1, create=True,
-                                           enable_async_checkpointing=True)
+                                           enable_async_checkpointing=jax.process_count() == 1)
     return ocp.CheckpointManager(path.absolute(), options=options)
 
 
