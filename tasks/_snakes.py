@@ -44,13 +44,20 @@ D. F = max(image, markers); saved with scipy's ``imsave`` byte scaling:
 The random draws come from a ``numpy.random.Generator``; the original drew from numpy's global
 state, so the images match its distribution, not its bits.
 
-Statistics (PF32, hard, 100 images, this renderer): mean pixel 27.8 (sd 1.8) of 255, non-zero
-fraction 0.455 (sd 0.027), 4.6 of the 5 distractor snakes drawn, about 45 tries of step A per image;
-paddle peaks 0.46 (PF32) and 0.98 (PF128) at contrast 1 and the markers are the two brightest 3x3
-blobs in 99% of the images, both as the spec measured on the 2019 code. The spec's emulation
-reports a mean pixel of 20.2 and a non-zero fraction of 0.340, which this renderer reaches only
-with about one distractor snake per image (targets alone: 18.5 and 0.31); the source as read
-(``num_distractor_snakes = 20 // distractor_length`` = 5, retried 5 times each) is followed here.
+The seed quirk. The original finds free tails with ``cv2.dilate`` on a float64 mask, whose border
+value for a dilation is -DBL_MAX; the seed kernel is anchored one pixel off the paddle's tail, so
+for most orientations some image pixel has every tap outside the image, comes out as -DBL_MAX, and
+the original's ``find_available_coordinates`` then reports no free position (its ``min < 0``
+branch): the seed fails outright. At 32x32 only the orientations -150..-121 degrees can seed a
+snake (Path-X with m = 2 loses 6 of 360, m = 3 none). This restricts target snake 1's first dash
+and leaves PF32 with about 1.2 of its 5 distractor snakes. ``free_tails`` reproduces it exactly
+(checked against OpenCV 5 on random masks and kernels).
+
+Statistics (PF32, hard, 300 images, this renderer): mean pixel 20.3 (sd 2.1) of 255, non-zero
+fraction 0.346 (sd 0.040), 1.2 distractor snakes per image; the 2019 generator with LRA's
+parameters: 20.2 (sd 2.1) and 0.340 (sd 0.039) (synthetic_data.md section 5). Paddle peaks 0.46
+(PF32) and 0.98 (PF128) at contrast 1; the markers are the two brightest 3x3 blobs in about 98% of
+the images, as in the original.
 """
 
 from __future__ import annotations
@@ -237,6 +244,24 @@ def _seed_kernel(angle: float, params: Params, margin: int) -> tuple[np.ndarray,
     return _frozen(rows - anchor), _frozen(cols - anchor)
 
 
+@lru_cache(maxsize=4096)
+def _seed_kernel_reaches_everywhere(angle: float, params: Params, margin: int) -> bool:
+    """Whether every pixel of the image has at least one tap of the seed kernel inside the image.
+
+    The original dilates the float64 mask with ``cv2.dilate``, whose constant border for a
+    dilation is -DBL_MAX: a pixel whose taps all fall outside the image comes out as -DBL_MAX,
+    and ``find_available_coordinates`` then reports no free position at all (its ``min < 0``
+    branch). The kernel is anchored one pixel off the paddle's tail, so for most orientations its
+    saturated taps lie on one side of the anchor and the seed fails outright: at 32x32 only the
+    orientations -150..-121 degrees can seed a snake (PF128 with m = 2 loses 6 of 360). This is
+    what limits PF32 to about one distractor snake per image, as in LRA's images."""
+    offsets = _seed_kernel(angle, params, margin)
+    if len(offsets[0]) == 0:  # cv2 fills part of the image with -DBL_MAX for an empty kernel too
+        return False
+    window = params.window
+    return bool(_dilate_binary(np.ones((window, window), bool), offsets).all())
+
+
 @lru_cache(maxsize=1024)
 def _circle(window: int, tip: Point, radius: float, aa: int) -> np.ndarray:
     """uint8[W, W]: a disc of radius ``radius * aa`` centred at ``tip * aa`` on the supersampled
@@ -342,7 +367,10 @@ class _Canvas:
     # -- seeds
 
     def free_tails(self, angle: float, band: int) -> np.ndarray:
-        """int[N, 2]: the free tail positions (row-major order) for a paddle of this angle."""
+        """int[N, 2]: the free tail positions (row-major order) for a paddle of this angle; none
+        when the seed kernel does not reach every pixel (the original's -DBL_MAX border quirk)."""
+        if not _seed_kernel_reaches_everywhere(angle, self.p, self.margin):
+            return np.zeros((0, 2), np.int64)
         occupied = self.mask > _FREE
         occupied[:band, :] = occupied[-band:, :] = True
         occupied[:, :band] = occupied[:, -band:] = True
