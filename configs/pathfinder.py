@@ -5,7 +5,7 @@
     python -m lra.run --task pathfinder --attn softmax --preset tiny     # smoke run, < 1 minute
 
 The images (200,000 for the paper protocol, "hard": snakes of 14 dashes) are generated on first
-use into ``<data dir>/pathfinder/pathfinder32/`` (about 1.5 CPU-hours, spread over every core), or
+use into ``<data dir>/pathfinder/pathfinder32/`` (about 1 CPU-hour, spread over every core), or
 read from an unpacked ``lra_release`` given as the data directory.
 
 Training is LRA's ``image/configs/pathfinder32/base_pathfinder32_config.py`` (lra_original.md
@@ -33,7 +33,7 @@ Families LRA never configured run at the base size. In the ``tiny`` and ``small`
 preset sets wins over these deltas (so a tiny run stays tiny); the deltas' other keys (attention
 options) still apply.
 
-``small``: 8,000 images (6,400 / 800 / 800; about 3 CPU-minutes to generate), 2 layers, d 32,
+``small``: 8,000 images (6,400 / 800 / 800; about 2 CPU-minutes to generate), 2 layers, d 32,
 batch 32, 600 steps with lr 1e-3: a few minutes for a linear-time family (``linear``, ``performer``,
 ``cosformer``, ...) on a laptop CPU, several times longer for ``softmax``. Pathfinder is known to sit
 at chance for a long time before it takes off (LRA issues #37, #60), so a CPU run shows the pipeline

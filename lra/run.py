@@ -42,7 +42,8 @@ def parser() -> argparse.ArgumentParser:
                    help="where the result file goes, under runs/ (default: results)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config field, e.g. --set train.lr=1e-3 --set attn.eps=1e-4")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--no-progress", action="store_true",
+                   help="no training progress bar (generating data still shows one)")
     p.add_argument("--print-config", action="store_true", help="print the resolved config and exit")
     dist = p.add_argument_group("multi-host (see README)")
     dist.add_argument("--coordinator", default=None, help="host:port of process 0")

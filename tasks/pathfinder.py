@@ -73,7 +73,7 @@ _NPY_MAGIC = b"\x93NUMPY"
 # Images per work unit, about a second of work each; the output does not depend on it.
 _CHUNK = {32: 40, 64: 2, 128: 2, 256: 20}
 # Rough CPU seconds per image on one core (measured), for the message before generating.
-_SECONDS_PER_IMAGE = {32: 0.03, 64: 0.8, 128: 0.6, 256: 0.06}
+_SECONDS_PER_IMAGE = {32: 0.015, 64: 0.8, 128: 0.6, 256: 0.06}
 
 
 def _check(resolution: int, difficulty: str) -> None:
