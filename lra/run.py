@@ -90,6 +90,11 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigMismatchError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except RuntimeError as err:  # jax.errors.JaxRuntimeError is a RuntimeError
+        if "RESOURCE_EXHAUSTED" not in str(err):
+            raise
+        print(out_of_memory_message(err, cfg, workdir), file=sys.stderr)
+        return 1
     if record.get("status") == "preempted":
         return 0
     m = record["metrics"]
@@ -100,6 +105,23 @@ def main(argv: list[str] | None = None) -> int:
     if "result_file" in record:
         print(f"result: {record['result_file']}")
     return 0
+
+
+def out_of_memory_message(err: Exception, cfg, workdir: Path) -> str:
+    """What to say when XLA cannot allocate: the cause, what is kept, the levers that cut memory."""
+    first = str(err).strip().splitlines()[0]
+    levers = [f"--set train.grad_accum=K (the batch of {cfg.train.batch_size} in K pieces, same "
+              f"training)", "--set model.remat=true", "--set model.dtype=bfloat16",
+              "a smaller --set train.batch_size", "a sub-quadratic --attn (see README's family table)"]
+    if cfg.attention == "softmax":
+        chunk = int(cfg.attn.get("query_chunk", 0))
+        smaller = 512 if chunk == 0 or chunk > 512 else max(chunk // 4, 16)
+        levers.insert(0, f"--set attn.query_chunk={smaller} (blocks of queries: same result, "
+                         f"memory linear in the length)")
+    return (f"error: out of memory during {cfg.task}/{cfg.attention} ({first})\n"
+            f"Checkpoints already written in {workdir / 'checkpoints'} are kept; a changed config "
+            f"needs a new --workdir.\nTo use less memory, try:\n" +
+            "\n".join(f"  {lever}" for lever in levers))
 
 
 if __name__ == "__main__":

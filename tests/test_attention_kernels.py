@@ -66,6 +66,28 @@ def test_softmax_kernel_matches_naive(causal, masked):
                                atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.parametrize("chunk", [1, 5, 16])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("masked", [False, True])
+def test_softmax_query_chunks_match_naive_with_gradients(causal, masked, chunk):
+    q, k, v = (jnp.asarray(a) for a in qkv(seed=3))
+    mask = padding_mask() if masked else None
+    got = softmax_kernel(q, k, v, None if mask is None else jnp.asarray(mask), causal=causal,
+                         query_chunk=chunk)  # 5 does not divide L: the last block is padded
+    np.testing.assert_allclose(np.asarray(got), naive_softmax(*map(np.asarray, (q, k, v)), mask,
+                                                              causal), atol=1e-5, rtol=1e-5)
+
+    def loss(q, k, v, chunk):
+        out = softmax_kernel(q, k, v, None if mask is None else jnp.asarray(mask), causal=causal,
+                             query_chunk=chunk)
+        return jnp.sum(jnp.sin(out))
+
+    want = jax.grad(loss, argnums=(0, 1, 2))(q, k, v, 0)
+    grads = jax.jit(jax.grad(loss, argnums=(0, 1, 2)), static_argnums=3)(q, k, v, chunk)
+    for g, w in zip(grads, want):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), atol=1e-5, rtol=1e-4)
+
+
 def test_softmax_all_keys_masked_is_finite():
     q, k, v = qkv()
     mask = np.zeros((B, L), bool)

@@ -13,9 +13,9 @@ import attention
 SHORT, LONG = 1024, 4096  # 4x the length: quadratic memory grows 16x, linear 4x
 
 
-def train_temp_bytes(name: str, length: int) -> int:
+def train_temp_bytes(name: str, length: int, **options) -> int:
     module = attention.build(name, dim=64, num_heads=2, qkv_dim=64, max_len=length, dropout=0.0,
-                             rngs=nnx.Rngs(0))
+                             rngs=nnx.Rngs(0), **options)
     graph, params, rest = nnx.split(module, nnx.Param, ...)
 
     def loss(params, x, mask):
@@ -39,3 +39,10 @@ def test_subquadratic_memory(name):
 def test_the_check_detects_quadratic_memory():
     small, big = train_temp_bytes("softmax", SHORT), train_temp_bytes("softmax", LONG)
     assert big / small > 12
+
+
+def test_softmax_query_chunks_make_memory_linear():
+    small = train_temp_bytes("softmax", SHORT, query_chunk=256)
+    big = train_temp_bytes("softmax", LONG, query_chunk=256)
+    assert big / small < 8, f"temp bytes {small} -> {big} ({big / small:.1f}x for 4x length)"
+    assert big < train_temp_bytes("softmax", LONG) / 4  # far below the dense form

@@ -98,3 +98,23 @@ def test_tiny_run_writes_result_and_leaderboard_row_then_resumes(tmp_path):
     assert len(files) == 2  # never overwrites
     again = json.loads(files[1].read_text())
     assert again["metrics"]["test_accuracy_at_last"] == m["test_accuracy_at_last"]
+
+
+@pytest.mark.parametrize("attn", ["softmax", "linear"])
+def test_out_of_memory_is_a_clear_error(tmp_path, capsys, monkeypatch, attn):
+    import jax
+    import jax.numpy as jnp
+
+    import lra.train
+
+    def allocate_too_much(*args, **kwargs):  # XLA's own error: 256 GiB fails at once on the host
+        jax.jit(lambda: jnp.ones((2**36,)) * 2)().block_until_ready()
+
+    monkeypatch.setattr(lra.train, "train_and_evaluate", allocate_too_much)
+    code = run_cli.main(["--task", "listops", "--attn", attn, "--preset", "tiny",
+                     "--workdir", str(tmp_path / "wd"), "--data-dir", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "out of memory during listops/" + attn in err and "RESOURCE_EXHAUSTED" in err
+    assert "Traceback" not in err and "train.grad_accum=K" in err and "model.remat=true" in err
+    assert ("attn.query_chunk=512" in err) == (attn == "softmax")
