@@ -180,6 +180,11 @@ def _claim(folder: Path, settings: dict[str, Any]) -> None:
                             f"regenerate") from None
         if found != settings:
             differ = sorted(k for k in set(found) | set(settings) if found.get(k) != settings.get(k))
+            if differ == ["version"]:
+                raise DataError(f"{folder} holds Pathfinder images from generator version "
+                                f"{found.get('version')!r}; this is version {_GENERATOR_VERSION}, "
+                                f"whose pictures differ (see tasks/_snakes.py). Delete the folder "
+                                f"to regenerate it, or use another data directory")
             raise DataError(f"{folder} holds Pathfinder images made with other settings "
                             f"({', '.join(f'{k}={found.get(k)!r}' for k in differ)}, asked: "
                             f"{', '.join(f'{k}={settings.get(k)!r}' for k in differ)}); choose "

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import itertools
+import json
 import re
 import shutil
 from pathlib import Path
@@ -207,7 +208,12 @@ def test_other_settings_and_foreign_folders_are_refused(generated, tmp_path):
     shutil.copytree(generated, copy / HARD)
     with pytest.raises(tasks.DataError, match=r"other settings.*seed=0.*seed=1"):
         pathfinder.generate(copy, num_images=4, seed=1, progress=False)
-    (copy / HARD / "generator.json").unlink()
+    record = copy / HARD / "generator.json"
+    older = {**json.loads(record.read_text()), "version": 1}
+    record.write_text(json.dumps(older))
+    with pytest.raises(tasks.DataError, match=r"generator version 1; this is version 2.*Delete"):
+        pathfinder.generate(copy, num_images=4, progress=False)
+    record.unlink()
     with pytest.raises(tasks.DataError, match="did not write"):
         pathfinder.generate(copy, num_images=4, progress=False)
     with pytest.raises(ValueError, match="resolution"):
