@@ -382,7 +382,6 @@ class _Canvas:
 
     def seed(self, band: int, contrast: float, *, stop_with_availability: bool) -> _Snake | None:
         """A snake's first paddle, its tail drawn among the free positions (up to 3 tries)."""
-        length, margin = self.p.paddle_length, self.margin
         for _ in range(_MAX_PADDLE_TRIALS):
             angle = self.draw_angle()
             if stop_with_availability and \
@@ -392,27 +391,30 @@ class _Canvas:
             if len(free) == 0:
                 return None
             tail = tuple(int(v) for v in free[int(self.rng.integers(0, len(free)))])
-            head = _tr(tail, angle, length)
-            pivot = _tr(head, _flip(angle), length + margin)
-            if self.in_image(head, pivot):
-                footprint = self.paint(tail, angle, contrast)
-                return _Snake(pivot, angle, footprint, [(tail, head)])
+            if (snake := self._first_paddle(tail, angle, contrast)) is not None:
+                return snake
         return None
 
     def seed_near(self, tail1: Point, contrast: float) -> _Snake | None:
         """Target snake 2's seed: a tail ``seed_distance`` from snake 1's, no occupancy test."""
-        length, margin, distance = self.p.paddle_length, self.margin, self.p.seed_distance
+        distance = self.p.seed_distance
         for _ in range(_MAX_PADDLE_TRIALS):
             angle = self.draw_angle()
             phi = int(self.rng.integers(0, 360)) * math.pi / 180
             tail = (int(np.round(tail1[0] + distance * math.sin(phi))),
                     int(np.round(tail1[1] + distance * math.cos(phi))))
-            head = _tr(tail, angle, length)
-            pivot = _tr(head, _flip(angle), length + margin)
-            if self.in_image(head, pivot):
-                footprint = self.paint(tail, angle, contrast)
-                return _Snake(pivot, angle, footprint, [(tail, head)])
+            if (snake := self._first_paddle(tail, angle, contrast)) is not None:
+                return snake
         return None
+
+    def _first_paddle(self, tail: Point, angle: float, contrast: float) -> _Snake | None:
+        """Paint a snake's first paddle from ``tail`` if its head and pivot are inside the image."""
+        length = self.p.paddle_length
+        head = _tr(tail, angle, length)
+        pivot = _tr(head, _flip(angle), length + self.margin)
+        if not self.in_image(head, pivot):
+            return None
+        return _Snake(pivot, angle, self.paint(tail, angle, contrast), [(tail, head)])
 
     # -- growing
 
