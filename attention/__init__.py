@@ -21,7 +21,10 @@ A family is one ``flax.nnx.Module`` class in its own file in this package, regis
   A family without a causal mode does not declare ``causal`` (``build(..., causal=True)`` then fails).
 * Class attributes describe the family for the README table and the tests: ``paper`` (citation),
   ``complexity`` (e.g. ``"O(L d^2)"``) and ``subquadratic`` (True if memory grows slower than L^2;
-  checked by tests/test_attention_memory.py). Optionally ``contract_options``: small-size options
+  checked by tests/test_attention_memory.py). Optionally ``parameter_note``: why the family's
+  parameter count differs from softmax attention's at the same encoder size (e.g. FNet has no
+  projections); tests/test_comparability.py holds every family without one to within 10% of
+  softmax's count on every task. Optionally ``contract_options``: small-size options
   (e.g. ``{"block_size": 8}``) under which the shared contract tests, run at L=64, exercise the
   family's real structure instead of a degenerate one-block case. ``discrete_routing = True`` marks
   families whose routing is a discontinuous function of the input (LSH buckets): the bf16 contract

@@ -48,6 +48,7 @@ class FNetMixing(nnx.Module):
     paper = "Lee-Thorp et al., NAACL 2022"
     complexity = "O(L d log(L d))"
     subquadratic = True
+    parameter_note = "the Fourier mixing has no parameters (no q, k, v or output projection)"
     has_parameters = False
 
     def __init__(self, dim: int, num_heads: int, *, qkv_dim: int | None = None,

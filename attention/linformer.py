@@ -80,6 +80,7 @@ class LinformerAttention(nnx.Module):
     paper = "Wang et al., arXiv 2006.04768 (2020)"
     complexity = "O(L k d)"
     subquadratic = True
+    parameter_note = "learns a [k, L] length projection per layer"
 
     def __init__(self, dim: int, num_heads: int, *, qkv_dim: int | None = None,
                  max_len: int | None = None, dropout: float = 0.0, rngs: nnx.Rngs,

@@ -113,6 +113,7 @@ class LongformerAttention(nnx.Module):
     paper = "Beltagy et al., arXiv 2020 (2004.05150)"
     complexity = "O(L (w + G) d)"
     subquadratic = True
+    parameter_note = "global tokens have their own q, k, v projections (set under CLS pooling)"
     contract_options: ClassVar[dict[str, int]] = {"window": 15, "global_tokens": 1}
 
     def __init__(self, dim: int, num_heads: int, *, qkv_dim: int | None = None,

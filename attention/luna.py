@@ -76,6 +76,7 @@ class LunaAttention(nnx.Module):
     paper = "Ma et al., NeurIPS 2021"
     complexity = "O(L l d)"
     subquadratic = True
+    parameter_note = "learns a packed sequence [l, D] and the projections of a second (pack) attention"
 
     def __init__(self, dim: int, num_heads: int, *, qkv_dim: int | None = None,
                  dropout: float = 0.0, rngs: nnx.Rngs, packed_len: int = 16, tie_kv: bool = True):

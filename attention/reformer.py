@@ -156,6 +156,7 @@ class ReformerAttention(nnx.Module):
     paper = "Kitaev et al., ICLR 2020"
     complexity = "O(n_hashes L (log L + chunk) d)"
     subquadratic = True
+    parameter_note = "queries and keys share one projection"
     # At the contract tests' L=64: 8 chunks and 4 buckets, LRA's single hash round. Hashing is
     # discontinuous: ~0.1% of buckets flip between float32 and bfloat16 inputs and a flip changes
     # that token's output by O(1); ``discrete_routing`` makes the contract's bf16 check require

@@ -70,6 +70,7 @@ class SynthesizerAttention(nnx.Module):
     paper = "Tay et al., ICML 2021"
     complexity = "O(L^2 d)"
     subquadratic = False
+    parameter_note = "random mode learns an [H, L, L] logit matrix per layer"
 
     def __init__(self, dim: int, num_heads: int, *, qkv_dim: int | None = None,
                  causal: bool = False, max_len: int | None = None, dropout: float = 0.0,

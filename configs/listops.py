@@ -42,11 +42,8 @@ PRESETS = {
 
 # Per-family deltas that LRA's ListOps configs set (lra_original.md section 3): the ListOps
 # Performer ran softmax FAVOR+ with 2 random features (the other tasks ran the ReLU kernel).
-# With CLS pooling the CLS token is made global for the windowed/patterned families, so that the
-# pooled vector can see the whole sequence (LRA's Longformer had no global token; its Sparse
-# Transformer treated CLS specially).
+# (With CLS pooling, lra.config makes the CLS token global for every family that has a
+# ``global_tokens`` option: local, sparse, longformer.)
 ATTENTION: dict[str, dict] = {
     "performer": {"attn.kernel": "softmax", "attn.nb_features": 2},
-    "longformer": {"attn.global_tokens": 1},
-    "sparse": {"attn.global_tokens": 1},
 }

@@ -10,28 +10,33 @@ read from an unpacked ``lra_release`` given as the data directory.
 
 Training is LRA's ``image/configs/pathfinder32/base_pathfinder32_config.py`` (lra_original.md
 section 2): batch 512, lr 1e-3 with one epoch (312 steps) of linear warm-up then cosine decay over
-200 epochs (62,400 steps), no weight decay, no gradient clipping, validation every epoch; model
-1 layer, 2 heads, d 32, qkv 16, MLP 32, dropout 0.1 / 0.1, mean pooling, sinusoidal positions.
-Every LRA model config overrides the model size; ``ATTENTION`` holds those overrides
+200 epochs (62,400 steps), no weight decay, no gradient clipping, validation every epoch, attention
+dropout 0.1, mean pooling, sinusoidal positions. Every LRA model config overrides the base file's
+1-layer model, so ``BASE`` takes the Transformer's size from ``transformer_base.py`` lines 24-29 at
+the repository's HEAD cd31e5c (4 layers, 4 heads, d 32, qkv 16, MLP 32, dropout 0.2; commit ee6649e
+"Add the missing config ..." replaced the older 1/4/128/64/128 this suite used before). Families
+LRA never configured (cosformer, nystromformer, luna, fnet, any new one) run at the Transformer's
+size, and ``ATTENTION`` holds the other LRA models' sizes
 (``image/configs/pathfinder32/<model>_base.py``), layers/heads/emb/qkv/mlp:
 
-    softmax      1/4/128/64/128, dropout 0.2   (the repository's transformer_base.py; the table
-                                                in lra_original.md says 4/4/32/16/32)
-    local        2/4/64/32/64, block 64
-    sparse       1/8/32/16/32, dropout 0.2
-    longformer   2/2/32/16/32
-    linformer    1/2/32/16/32, dropout 0.2
-    reformer     2/8/64/32/64, dropout 0.2
-    sinkhorn     2/4/32/16/64, block 64, dropout 0.2
-    synthesizer  2/4/64/32/64, dropout 0.2 (random mode)
-    bigbird      4/2/64/32/64, block 64, dropout 0.2
-    linear       1/2/128/64/128, dropout 0.2
-    performer    4/8/32/16/32, dropout 0.2, ReLU kernel (LRA's "generalized" default; issue #37
-                 says the intended size was 1/8/128/64/128)
+    local        2/4/64/32/64, block 64, dropout 0.1 (the base's)
+    sparse       1/8/32/16/32
+    longformer   2/2/32/16/32, dropout 0.1
+    linformer    1/2/32/16/32
+    reformer     2/8/64/32/64
+    sinkhorn     2/4/32/16/64, block 64
+    synthesizer  2/4/64/32/64 (random mode)
+    bigbird      4/2/64/32/64, block 64
+    linear       1/2/128/64/128
+    performer    4/8/32/16/32, ReLU kernel (LRA's "generalized" default; issue #37 says the
+                 intended size was 1/8/128/64/128)
 
-Families LRA never configured run at the base size. In the ``tiny`` and ``small`` presets, what the
-preset sets wins over these deltas (so a tiny run stays tiny); the deltas' other keys (attention
-options) still apply.
+(dropout 0.2 unless noted). ``LRA_SIZES`` names, for each family that runs at a size other than the
+Transformer's, the LRA file that sets it; tests/test_comparability.py checks that every other
+family's parameter count is within 10% of the Transformer's.
+
+In the ``tiny`` and ``small`` presets, what the preset sets wins over these deltas (so a tiny run
+stays tiny); the deltas' other keys (attention options) still apply.
 
 ``small``: 8,000 images (6,400 / 800 / 800; about 2 CPU-minutes to generate), 2 layers, d 32,
 batch 32, 600 steps with lr 1e-3: a few minutes for a linear-time family (``linear``, ``performer``,
@@ -41,8 +46,8 @@ working, not the task solved.
 """
 
 BASE = {
-    "model.emb_dim": 32, "model.num_heads": 2, "model.num_layers": 1, "model.qkv_dim": 16,
-    "model.mlp_dim": 32, "model.dropout": 0.1, "model.attention_dropout": 0.1,
+    "model.emb_dim": 32, "model.num_heads": 4, "model.num_layers": 4, "model.qkv_dim": 16,
+    "model.mlp_dim": 32, "model.dropout": 0.2, "model.attention_dropout": 0.1,
     "model.pooling": "mean", "model.positional": "sinusoidal",
     "train.batch_size": 512, "train.lr": 1e-3, "train.schedule": "cosine",
     "train.warmup_steps": 312, "train.weight_decay": 0.0, "train.grad_clip": 0.0,
@@ -75,17 +80,27 @@ def _size(layers: int, heads: int, emb: int, qkv: int, mlp: int, dropout: float 
 
 
 ATTENTION: dict[str, dict] = {
-    "softmax": _size(1, 4, 128, 64, 128, 0.2),
-    "local": {**_size(2, 4, 64, 32, 64), "attn.block_size": 64},
-    "sparse": _size(1, 8, 32, 16, 32, 0.2),
-    "longformer": _size(2, 2, 32, 16, 32),
-    "linformer": _size(1, 2, 32, 16, 32, 0.2),
-    "reformer": _size(2, 8, 64, 32, 64, 0.2),
-    "sinkhorn": {**_size(2, 4, 32, 16, 64, 0.2), "attn.block_size": 64},
-    "synthesizer": {**_size(2, 4, 64, 32, 64, 0.2), "attn.mode": "random"},
-    "bigbird": {**_size(4, 2, 64, 32, 64, 0.2), "attn.block_size": 64},
-    "linear": _size(1, 2, 128, 64, 128, 0.2),
-    "performer": {**_size(4, 8, 32, 16, 32, 0.2), "attn.kernel": "relu"},
+    "local": {**_size(2, 4, 64, 32, 64, 0.1), "attn.block_size": 64},
+    "sparse": _size(1, 8, 32, 16, 32),
+    "longformer": _size(2, 2, 32, 16, 32, 0.1),
+    "linformer": _size(1, 2, 32, 16, 32),
+    "reformer": _size(2, 8, 64, 32, 64),
+    "sinkhorn": {**_size(2, 4, 32, 16, 64), "attn.block_size": 64},
+    "synthesizer": {**_size(2, 4, 64, 32, 64), "attn.mode": "random"},
+    "bigbird": {**_size(4, 2, 64, 32, 64), "attn.block_size": 64},
+    "linear": _size(1, 2, 128, 64, 128),
+    "performer": {**_size(4, 8, 32, 16, 32), "attn.kernel": "relu"},
+}
+
+# The families LRA ran at a size other than its Transformer's, and the file that sets it
+# (google-research/long-range-arena, lra_benchmarks/image/configs/pathfinder32/).
+LRA_SIZES: dict[str, str] = {
+    name: f"lra_benchmarks/image/configs/pathfinder32/{file}_base.py, lines 24-30"
+    for name, file in [("local", "local"), ("sparse", "sparse_transformer"),
+                       ("longformer", "longformer"), ("linformer", "linformer"),
+                       ("reformer", "reformer"), ("sinkhorn", "sinkhorn"),
+                       ("synthesizer", "synthesizer"), ("bigbird", "bigbird"),
+                       ("linear", "linear_transformer"), ("performer", "performer")]
 }
 
 # tiny and small stay tiny and small: the keys a preset sets win over a family's delta.

@@ -6,6 +6,12 @@ Resolution order (later wins): dataclass defaults < the task's ``BASE`` < the ta
 ``data.max_length``); ``attn.*`` are the attention family's options and ``data.*`` the task's data
 options, both checked against what the family / task accepts. An unknown key is an error that lists
 close matches.
+
+One rule follows the layers: when the model pools by CLS and the family has a ``global_tokens``
+option that no layer set, it is set to 1, so the CLS token (position 0) attends to, and is attended
+by, every position. Without it a windowed or block pattern (local, sparse, longformer) would let the
+pooled vector see only the first block or window of the input (tests/test_comparability.py checks
+every (task, family) for this). ``--set attn.global_tokens=0`` turns it off.
 """
 
 from __future__ import annotations
@@ -175,6 +181,9 @@ def load(task: str, attention_name: str, *, preset: str = "paper", seed: int = 0
     for key, value in items:
         _apply(cfg, key, value, attn_options=attn_options, data_options=data_options,
                from_text=isinstance(value, str))
+    if (cfg["model"]["pooling"] == "cls" and "global_tokens" in attn_options
+            and "global_tokens" not in cfg["attn"]):
+        cfg["attn"]["global_tokens"] = 1
     config = Config.from_dict(cfg)
     validate(config)
     return config

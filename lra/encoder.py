@@ -106,7 +106,14 @@ class Encoder(nnx.Module):
         self.final_norm = LayerNorm(emb_dim, rngs=rngs)
 
     def __call__(self, tokens: jax.Array, mask: jax.Array, *, deterministic: bool = True):
-        x = self.embed(tokens)
+        return self.encode(self.embed(tokens), mask, deterministic=deterministic)
+
+    def encode(self, x: jax.Array, mask: jax.Array, *, deterministic: bool = True):
+        """Token embeddings float[B, L, D] (``self.embed(tokens)``) -> pooled float[B, D].
+
+        Split from ``__call__`` so that tests can differentiate the pooled vector with respect to
+        each token's embedding (tests/test_comparability.py's receptive-field check).
+        """
         if self.cls is not None:
             cls = jnp.broadcast_to(self.cls[...], (x.shape[0], 1, x.shape[2]))
             x = jnp.concatenate([cls, x], axis=1)

@@ -29,7 +29,7 @@ def block_pattern(length, block, causal):
 
 
 # jitted: one compilation per configuration is much cheaper than eager op-by-op dispatch
-_kernel = jax.jit(local_kernel, static_argnames=("causal", "block_size"))
+_kernel = jax.jit(local_kernel, static_argnames=("causal", "block_size", "global_tokens"))
 
 
 def run(q, k, v, mask, **kw):
@@ -66,6 +66,34 @@ def test_blocks_are_contiguous_not_strided_as_in_lra():
     k2[:, block:] += 3.0
     np.testing.assert_allclose(run(q, k2, v, mask, block_size=block)[:, :block], out[:, :block],
                                atol=1e-6)
+
+
+def global_block_pattern(length, block, g, causal):
+    """Blocks laid over positions g, g+1, ...; the first g rows and columns are dense."""
+    i, j = np.arange(length)[:, None], np.arange(length)[None, :]
+    allowed = ((i - g) // block == (j - g) // block) | (i < g) | (j < g)
+    return allowed & (j <= i) if causal else allowed
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("length,block,g", [(41, 8, 1), (30, 50, 1), (37, 8, 3)])
+def test_global_tokens_match_dense_mask(length, block, g, causal):
+    q, k, v, mask = qkv_and_mask(length)
+    allowed = global_block_pattern(length, block, g, causal)[None, None] & mask[:, None, None, :]
+    out = run(q, k, v, mask, causal=causal, block_size=block, global_tokens=g)
+    compare(out, dense_reference(q, k, v, allowed), allowed)
+
+
+def test_global_token_sees_and_is_seen_by_every_block():
+    length, block = 40, 8
+    q, k, v, mask = qkv_and_mask(length)
+    base = run(q, k, v, mask, block_size=block, global_tokens=1)
+    v2 = v.copy()
+    v2[:, length - 1] += 5.0  # the last position (a real token in example 0)
+    changed = run(q, k, v2, mask, block_size=block, global_tokens=1)
+    assert np.abs(changed[0, 0] - base[0, 0]).max() > 1e-3  # CLS sees the last block
+    no_global = run(q, k, v2, mask, block_size=block)
+    np.testing.assert_allclose(no_global[0, 0], run(q, k, v, mask, block_size=block)[0, 0])
 
 
 def test_query_without_real_keys_is_finite():
@@ -106,3 +134,5 @@ def test_dropout_only_when_not_deterministic():
 def test_bad_block_size():
     with pytest.raises(ValueError, match="block_size"):
         attention.build("local", dim=16, num_heads=2, rngs=nnx.Rngs(0), block_size=0)
+    with pytest.raises(ValueError, match="global_tokens"):
+        attention.build("local", dim=16, num_heads=2, rngs=nnx.Rngs(0), global_tokens=-1)
