@@ -99,9 +99,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     m = record["metrics"]
     print(f"{cfg.task}/{cfg.attention} ({cfg.preset}, seed {cfg.seed}): "
-          f"test accuracy {m['test_accuracy_at_best_val']:.4f} at best validation step "
-          f"{m['best_val_step']} (val {m['best_val_accuracy']:.4f}), {m['test_accuracy_at_last']:.4f} "
-          f"at the last step; {m['steps_per_s']} steps/s")
+          f"test accuracy {m['test_accuracy_at_last']:.4f} at the last step (LRA's protocol); "
+          f"{m['test_accuracy_at_best_val']:.4f} at the best validation step {m['best_val_step']} "
+          f"(val {m['best_val_accuracy']:.4f}); {m['steps_per_s']} steps/s")
     if "result_file" in record:
         print(f"result: {record['result_file']}")
     return 0

@@ -51,6 +51,9 @@ class Task:
     num_classes: int
     pad_id: int = 0
     inputs: tuple[str, ...] = ("inputs",)
+    # True where the validation examples are the test examples (IMDB has no validation split):
+    # selecting a checkpoint on validation is then selecting it on test (the leaderboard says so).
+    validation_is_test: bool = False
 
     def __init__(self, data_dir: Path, **options: Any):
         self.data_dir = Path(data_dir)

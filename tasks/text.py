@@ -79,6 +79,7 @@ class TextTask(Task):
     """
 
     num_classes = 2
+    validation_is_test = True  # val and test are both IMDB's test split (see the module docstring)
     pad_id = 0
     vocab_size = VOCAB_SIZE
 

@@ -97,6 +97,24 @@ def test_accuracy_tables_and_published_rows_stay_apart(results_dir):
     assert "| softmax | 8.1 | 4.9 | 2.3 | 1.4 | 0.85 | 2.65 | 5.51 | 9.48 | published |" in published
 
 
+def test_headline_is_the_last_step_and_best_val_marks_text(results_dir):
+    measured = leaderboard.render(results_dir).split("## Published")[0]
+    headline, second = measured.split("Test accuracy at the best-validation step")
+    assert "**Test accuracy at the last step** (LRA's protocol; the headline)" in headline
+    assert "| softmax | 36.00 ± 1.41 (2) |" in headline  # the last-step values (best - 0.01)
+    assert "| softmax | 37.00 ± 1.41 (2) |" in second
+    assert "| text (validation = test split) |" in second
+    assert "validation = test split" not in headline
+
+
+def test_published_cells_are_the_printed_ones(results_dir):
+    published = leaderboard.render(results_dir).split("## Published reference rows")[1]
+    # LRA prints 51.39 for Sinkhorn; its cells average to 51.48, shown only in the labelled column
+    row = next(line for line in published.splitlines() if line.startswith("| sinkhorn | 33.67"))
+    assert row.endswith("| FAIL | 51.39 | published | 51.48 |")
+    assert "avg recomputed here (not published)" in published
+
+
 def test_figures_are_written_embedded_and_non_empty(results_dir):
     assert leaderboard.main(["--results-dir", str(results_dir)]) == 0
     text = (results_dir / "LEADERBOARD.md").read_text()
@@ -111,6 +129,7 @@ def test_figures_are_written_embedded_and_non_empty(results_dir):
     # the bubble chart is at the longest length every measured family reached (local: 1024)
     assert "x = speed relative to softmax at length 1024" in text
     assert "preset `small`, over listops" in text
+    assert "y = mean test accuracy at the last step" in text
 
 
 def test_two_renders_give_identical_bytes(results_dir, tmp_path):
