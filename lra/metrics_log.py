@@ -64,6 +64,7 @@ class MetricsLog:
         self._window: tuple[int, float] | None = None
         if not enabled:
             return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
         kept = truncate_jsonl(self.path, resume_step)
         truncate_events(self.events_dir, resume_step)
         if not any(r.get("split") == RUN_SPLIT for r in kept):

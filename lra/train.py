@@ -15,7 +15,7 @@ import signal
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -243,7 +243,8 @@ def train_and_evaluate(config: Config, workdir: Path, *, data_dir: Path,
     base_key = jax.random.key(config.seed)
 
     def meta() -> dict[str, Any]:
-        return {"config": config.to_dict(), "history": history.__dict__}
+        # A copy: saves are asynchronous, and the live history moves on while orbax writes.
+        return {"config": config.to_dict(), "history": asdict(history)}
 
     start = int(state["step"])
     log = MetricsLog(workdir, resume_step=start, enabled=jax.process_index() == 0,
