@@ -143,6 +143,7 @@ def _signal_run(tmp_path, monkeypatch, capsys, *, shuffled: bool):
     return workdir, record, capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_learning_run_writes_events_and_no_notice(tmp_path, monkeypatch, capsys):
     workdir, record, err = _signal_run(tmp_path, monkeypatch, capsys, shuffled=False)
     history = record["eval_history"]
@@ -162,6 +163,7 @@ def test_learning_run_writes_events_and_no_notice(tmp_path, monkeypatch, capsys)
                         "preset": "tiny", "seed": 0}
 
 
+@pytest.mark.slow
 def test_shuffled_labels_run_gets_the_at_chance_notice(tmp_path, monkeypatch, capsys):
     _, record, err = _signal_run(tmp_path, monkeypatch, capsys, shuffled=True)
     assert record["eval_history"]["val_accuracy"][:3] == [0.5, 0.5, 0.5]
