@@ -183,12 +183,15 @@ def _env() -> dict[str, str]:
     return env
 
 
+STEPS = 150  # enough that the kill lands before the end even on a loaded machine
+
+
 @pytest.mark.slow
 def test_killed_and_resumed_run_writes_no_step_twice(tmp_path):
     cmd = [sys.executable, "-m", "lra.run", "--task", "listops", "--attn", "softmax", "--preset",
            "tiny", "--data-dir", str(tmp_path / "data"), "--workdir", str(tmp_path / "work"),
            "--results-dir", str(tmp_path / "results"), "--no-progress",
-           "--set", "train.num_steps=80", "--set", "train.checkpoint_every=10",
+           "--set", f"train.num_steps={STEPS}", "--set", "train.checkpoint_every=10",
            "--set", "train.eval_every=5", "--set", "train.log_every=1"]
     subprocess.run([sys.executable, "-m", "lra.data", "prepare", "--task", "listops", "--data-dir",
                     str(tmp_path / "data"), "--set", "min_length=5", "--set", "max_length=40",
@@ -213,10 +216,10 @@ def test_killed_and_resumed_run_writes_no_step_twice(tmp_path):
 
     keys = _keys(read_jsonl(metrics))
     assert before > 20 and len(keys) == len(set(keys)), "metrics.jsonl repeats a (split, step)"
-    assert [s for split, s in keys if split == "train"] == list(range(1, 81))
-    assert [s for split, s in keys if split == "val"] == list(range(5, 81, 5))
+    assert [s for split, s in keys if split == "train"] == list(range(1, STEPS + 1))
+    assert [s for split, s in keys if split == "val"] == list(range(5, STEPS + 1, 5))
     scalars = read_scalars(tmp_path / "work" / "tensorboard")
-    assert [s for s, _ in scalars["train/loss"]] == list(range(1, 81))
-    assert [s for s, _ in scalars["val/accuracy"]] == list(range(5, 81, 5))
+    assert [s for s, _ in scalars["train/loss"]] == list(range(1, STEPS + 1))
+    assert [s for s, _ in scalars["val/accuracy"]] == list(range(5, STEPS + 1, 5))
     result = json.loads((tmp_path / "work" / "result.json").read_text())
-    assert result["eval_history"]["step"] == list(range(5, 81, 5))
+    assert result["eval_history"]["step"] == list(range(5, STEPS + 1, 5))
