@@ -65,6 +65,7 @@ class TrainConfig:
     eval_batches: int = 0  # batches per validation pass; 0 = the whole split
     checkpoint_every: int = 500
     log_every: int = 10
+    chance_patience: int = 3  # evaluations in a row at chance before a notice (README); 0 = off
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""The leaderboard's efficiency figures, as PNG bytes: LRA's bubble chart and log-log scaling curves.
+"""The leaderboard's figures, as PNG bytes: LRA's bubble chart, log-log scaling curves, learning curves.
 
 The bytes are a function of the inputs (and the matplotlib/FreeType versions) alone: an Agg canvas on
 a fresh ``Figure`` (no pyplot state), fixed size and dpi, no "Software" or date metadata, and a fixed
@@ -126,6 +126,41 @@ def scaling_curves(series: Mapping[str, Sequence[tuple[int, float, float]]], *, 
             ax.legend(fontsize=7, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.13),
                       frameon=False)
         fig.suptitle(title, fontsize=9)
+        fig.tight_layout()
+        return _png(fig)
+
+
+LINESTYLES = ("-", "--", ":", "-.")
+
+
+def learning_curves(series: Sequence[Mapping], *, chance: Sequence[tuple[float, str]], title: str,
+                    ylabel: str) -> bytes:
+    """A metric against training step, one line per run; dashed grey lines at chance.
+
+    series: [{"label", "family", "steps", "values"}], drawn in the given order, coloured by family
+    (as in the other figures) with a new line style for each further run of the same family.
+    chance: [(level, label)] horizontal reference lines (e.g. 1/classes for accuracy).
+    """
+    with matplotlib.rc_context(RC):
+        rows = math.ceil(len(series) / 3)
+        fig = Figure(figsize=(8.0, 4.6 + 0.16 * rows))
+        ax = fig.add_subplot()
+        colours = style([s["family"] for s in series])
+        seen: dict[str, int] = {}
+        for s in series:
+            n = seen[s["family"]] = seen.get(s["family"], -1) + 1
+            st = colours[s["family"]]
+            ax.plot(s["steps"], s["values"], color=st["color"], marker=st["marker"], ms=3,
+                    ls=LINESTYLES[n % len(LINESTYLES)], lw=2.0 if s["family"] == "softmax" else 1.2,
+                    label=s["label"])
+        for level, label in chance:
+            ax.axhline(level, color="grey", lw=1.0, ls="--", zorder=1)
+            ax.annotate(label, (1.0, level), xycoords=("axes fraction", "data"), xytext=(-4, 3),
+                        textcoords="offset points", ha="right", va="bottom", fontsize=7, color="grey")
+        ax.set_xlabel("training step")
+        ax.set_ylabel(ylabel)
+        ax.set_title(title, fontsize=9)
+        ax.legend(fontsize=7, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.13), frameon=False)
         fig.tight_layout()
         return _png(fig)
 

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import tasks
-from lra import figures, published
+from lra import curves, figures, published
 
 TASKS = published.TASKS
 AVG_TASKS = TASKS[:5]  # LRA's average leaves Path-X out
@@ -363,8 +363,11 @@ def build(results_dir: Path) -> tuple[str, dict[str, bytes]]:
              "separate tables: they come from different code, hardware and budgets.", "",
              "## Measured", ""]
     lines += accuracy_section(runs) if runs else ["No result files yet.", ""]
+    curve_lines, curve_figs = curves.leaderboard_section(runs)  # learning curves per (task, preset)
+    lines += curve_lines
     lines += ["## Measured efficiency", ""]
     eff_lines, figs = efficiency_section(bench, runs)
+    figs.update(curve_figs)
     lines += eff_lines
     lines += ["## Published reference rows (not measured here)", ""]
     lines += published_section()
@@ -388,7 +391,9 @@ def main(argv: list[str] | None = None) -> int:
     out = args.results_dir / "LEADERBOARD.md"
     out.parent.mkdir(parents=True, exist_ok=True)
     fig_dir = args.results_dir / FIGURES_DIR
-    for stale in sorted(fig_dir.glob(f"{FIGURE_PREFIX}*.png")):  # figures this tool made before
+    made_before = [p for prefix in (FIGURE_PREFIX, curves.FIGURE_PREFIX)
+                   for p in fig_dir.glob(f"{prefix}*.png")]
+    for stale in sorted(made_before):  # figures this tool made before
         if stale.name not in figs:
             stale.unlink()
     if figs:

@@ -1,8 +1,9 @@
 """Result files: one JSON per run, written atomically, never overwritten.
 
 A record holds what DESIGN.md lists: task, attention, preset, seed, the full resolved config, the
-metrics, the device, package versions, the git commit and the date. ``lra.leaderboard`` reads only
-these files.
+metrics, the device, package versions, the git commit and the date, plus the evaluation history
+(step, validation accuracy and loss at each evaluation) that the leaderboard's learning curves draw.
+``lra.leaderboard`` reads only these files.
 """
 
 from __future__ import annotations
@@ -93,6 +94,17 @@ def write_run(results_dir: Path, record: dict[str, Any]) -> Path:
         write_json_atomic(path, record)
         return path
     raise RuntimeError(f"could not find a free result file name for {base} in {runs}")
+
+
+def eval_history(curve: list[list[float]]) -> dict[str, list]:
+    """The validation curve, column by column: {"step", "val_accuracy", "val_loss"}.
+
+    ``curve``: [step, accuracy, loss] per evaluation. Accuracies are rounded to 6 decimals, losses
+    to 5 (the curve is for figures; the metrics keep full precision).
+    """
+    return {"step": [int(s) for s, _, _ in curve],
+            "val_accuracy": [round(float(a), 6) for _, a, _ in curve],
+            "val_loss": [round(float(v), 5) for _, _, v in curve]}
 
 
 def now() -> str:

@@ -34,8 +34,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--preset", default="paper", choices=config_lib.PRESETS)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--workdir", type=Path, default=None,
-                   help="checkpoints and metrics.jsonl; re-running with the same workdir resumes "
-                        "(default: workdirs/<task>-<attn>-<preset>-seed<seed>)")
+                   help="checkpoints, metrics.jsonl and tensorboard/; re-running with the same "
+                        "workdir resumes (default: workdirs/<task>-<attn>-<preset>-seed<seed>)")
     p.add_argument("--data-dir", type=Path, default=None,
                    help="data directory (default: $LRA_DATA_DIR, else ~/.cache/lra)")
     p.add_argument("--results-dir", type=Path, default=Path("results"),

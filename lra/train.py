@@ -10,13 +10,12 @@ checkpoint (bit-identically on the same device count: data order and randomness 
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 import signal
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +33,7 @@ from lra.checkpoint import Checkpoints, check_same_config
 from lra.config import Config
 from lra.data_pipeline import TrainBatches, eval_batches
 from lra.encoder import build_model
+from lra.metrics_log import AtChance, MetricsLog
 from lra.optim import learning_rate, optimizer
 
 
@@ -133,6 +133,7 @@ class History:
     wall_time_s: float = 0.0
     train_time_s: float = 0.0
     timed_steps: int = 0
+    val_curve: list[list[float]] = field(default_factory=list)  # [step, accuracy, loss] per evaluation
 
 
 class _Preemption:
@@ -176,12 +177,6 @@ def params_digest(params) -> str:
     for leaf in jax.tree.leaves(params):
         h.update(np.asarray(leaf.addressable_data(0)).tobytes())
     return h.hexdigest()
-
-
-def _log(workdir: Path, record: dict[str, Any]) -> None:
-    if jax.process_index() == 0:
-        with open(workdir / "metrics.jsonl", "a") as f:
-            f.write(json.dumps(record, sort_keys=True) + "\n")
 
 
 def train_and_evaluate(config: Config, workdir: Path, *, data_dir: Path,
@@ -248,9 +243,14 @@ def train_and_evaluate(config: Config, workdir: Path, *, data_dir: Path,
     base_key = jax.random.key(config.seed)
 
     def meta() -> dict[str, Any]:
-        return {"config": config.to_dict(), "history": history.__dict__}
+        # A copy: saves are asynchronous, and the live history moves on while orbax writes.
+        return {"config": config.to_dict(), "history": asdict(history)}
 
     start = int(state["step"])
+    log = MetricsLog(workdir, resume_step=start, enabled=jax.process_index() == 0,
+                     run={"task": config.task, "attention": config.attention,
+                          "preset": config.preset, "seed": config.seed})
+    at_chance = AtChance(1.0 / task.num_classes, t.chance_patience)
     bar = tqdm(total=t.num_steps, initial=start, desc=f"{config.task}/{config.attention}",
                disable=not progress or jax.process_index() != 0, dynamic_ncols=True,
                mininterval=1.0, file=sys.stderr)
@@ -281,7 +281,7 @@ def train_and_evaluate(config: Config, workdir: Path, *, data_dir: Path,
                 history.timed_steps += 1
             history.last_train = {k: float(v) for k, v in metrics.items()}
             if step % t.log_every == 0:
-                _log(workdir, {"step": step, "split": "train", **history.last_train})
+                log.train(step, history.last_train, history.timed_steps, history.train_time_s)
             bar.update(1)
             bar.set_postfix(loss=f"{loss:.3f}", acc=f"{history.last_train['accuracy']:.3f}",
                             val=f"{history.last_val.get('accuracy', float('nan')):.3f}",
@@ -291,12 +291,16 @@ def train_and_evaluate(config: Config, workdir: Path, *, data_dir: Path,
                 val = _evaluate(eval_step, state["params"], rest, val_src, config, mesh,
                                 max_batches=t.eval_batches)
                 history.last_val = {**val, "step": step}
-                _log(workdir, {"step": step, "split": "val", **val})
+                log.write(step, "val", val)
+                history.val_curve.append([step, val["accuracy"], val["loss"]])
+                notice = at_chance.update(step, val["accuracy"], val["examples"])
+                if notice and jax.process_index() == 0:
+                    bar.write(notice, file=sys.stderr)
                 if val["accuracy"] > history.best_val_accuracy:
                     test = _evaluate(eval_step, state["params"], rest, test_src, config, mesh)
                     history.best_val_accuracy, history.best_step = val["accuracy"], step
                     history.test_at_best = test
-                    _log(workdir, {"step": step, "split": "test_at_best_val", **test})
+                    log.write(step, "test_at_best_val", test)
                     ckpt.save("best", step, state, meta())
             if step % t.checkpoint_every == 0 and step != last_saved:
                 history.wall_time_s += time.perf_counter() - started
@@ -312,13 +316,16 @@ def train_and_evaluate(config: Config, workdir: Path, *, data_dir: Path,
     if status == "preempted":
         print(f"SIGTERM: checkpoint saved at step {step} in {ckpt.root / 'last'}; re-run the same "
               f"command to resume", file=sys.stderr)
+        log.close()
         return {"status": "preempted", "step": step}
 
     test_last = _evaluate(eval_step, state["params"], rest, test_src, config, mesh)
-    _log(workdir, {"step": step, "split": "test_at_last", **test_last})
+    log.write(step, "test_at_last", test_last)
+    log.close()
     record = {
         "task": config.task, "attention": config.attention, "preset": config.preset,
         "seed": config.seed, "config": config.to_dict(), "task_facts": task.describe(),
+        "eval_history": results.eval_history(history.val_curve),
         "metrics": {
             "best_val_accuracy": history.best_val_accuracy,
             "best_val_step": history.best_step,
