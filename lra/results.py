@@ -76,8 +76,8 @@ def write_json_atomic(path: Path, data: Any) -> None:
         raise
 
 
-def write_run(results_dir: Path, record: dict[str, Any]) -> Path:
-    """Write ``record`` under ``<results_dir>/runs/`` with a name no other run can take."""
+def claim_run_path(results_dir: Path, record: dict[str, Any]) -> Path:
+    """Claim (create empty) a file under ``<results_dir>/runs/`` with a name no other run can take."""
     runs = Path(results_dir) / "runs"
     runs.mkdir(parents=True, exist_ok=True)
     stamp = record["date"].replace(":", "").replace("-", "")[:15]
@@ -90,9 +90,15 @@ def write_run(results_dir: Path, record: dict[str, Any]) -> Path:
         except FileExistsError:
             continue
         os.close(fd)
-        write_json_atomic(path, record)
         return path
     raise RuntimeError(f"could not find a free result file name for {base} in {runs}")
+
+
+def write_run(results_dir: Path, record: dict[str, Any]) -> Path:
+    """Write ``record`` under ``<results_dir>/runs/`` with a name no other run can take."""
+    path = claim_run_path(results_dir, record)
+    write_json_atomic(path, record)
+    return path
 
 
 def now() -> str:
