@@ -10,9 +10,10 @@ Verification: once a save has completed (orbax has renamed it into place), the S
 (relative paths and bytes, in sorted order) is written to ``checkpoints/checksums/<which>-<step>
 .sha256``. Only a checkpoint whose files still give that digest is restored: a flipped byte, a
 truncated or deleted file, or a save that never completed (killed before its checksum was written)
-is skipped in favour of the newest one that verifies, and with none left the run refuses to start,
-naming the folder to delete. Two ``last`` checkpoints are kept so that one verified checkpoint
-survives a crash during the next save.
+is skipped in favour of the newest one that verifies (the skipped ones are moved to
+``checkpoints/rejected/``), and with none left the run refuses to start, naming the folder to
+delete. Two ``last`` checkpoints are kept so that one verified checkpoint survives a crash during the
+next save.
 """
 
 from __future__ import annotations
@@ -124,6 +125,23 @@ class Checkpoints:
                 return step, skipped
             skipped.append(f"{self.root / which / str(step)}: {problem}")
         return None, skipped
+
+    def set_aside(self, which: str, steps: list[int]) -> Path | None:
+        """Move checkpoints that failed verification to ``checkpoints/rejected/`` (kept for a
+        look, out of orbax's way so that their steps can be saved again)."""
+        if not steps:
+            return None
+        rejected = self.root / "rejected"
+        if jax.process_index() == 0:
+            rejected.mkdir(exist_ok=True)
+            for step in steps:
+                target, n = rejected / f"{which}-{step}", 1
+                while target.exists():
+                    target, n = rejected / f"{which}-{step}_{n}", n + 1
+                os.replace(self.root / which / str(step), target)
+                self._sum_file(which, step).unlink(missing_ok=True)
+        self.managers[which].reload()
+        return rejected
 
     def restore_meta(self, which: str, step: int) -> dict[str, Any]:
         try:

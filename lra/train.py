@@ -207,6 +207,7 @@ def train_and_evaluate(config: Config, workdir: Path, *, data_dir: Path,
     workdir_lib.not_a_file(data_dir, "--data-dir")
     workdir.mkdir(parents=True, exist_ok=True)
     lock = workdir_lib.lock(workdir) if jax.process_index() == 0 else None
+    opened: list[Checkpoints] = []
     try:
         done = workdir_lib.finished(workdir)
         if done is not None and not force:
@@ -217,7 +218,16 @@ def train_and_evaluate(config: Config, workdir: Path, *, data_dir: Path,
         if results_dir is not None and jax.process_index() == 0:
             workdir_lib.check_writable(results_dir)  # before step 1, not after training
         return _train(config, workdir, data_dir=data_dir, results_dir=results_dir,
-                      progress=progress)
+                      progress=progress, opened=opened)
+    except BaseException:
+        # Disk full, a second Ctrl-C, ...: let the saves under way complete and be verified, so
+        # that a re-run resumes from them; the original error is the one reported.
+        for ckpt in opened:
+            try:
+                ckpt.wait()
+            except Exception:
+                pass
+        raise
     finally:
         if lock is not None:
             lock.close()
@@ -262,7 +272,7 @@ def _data(task: tasks.Task, data_dir: Path) -> tuple[list, tasks.Provenance]:
 
 
 def _train(config: Config, workdir: Path, *, data_dir: Path, results_dir: Path | None,
-           progress: bool) -> dict[str, Any]:
+           progress: bool, opened: list[Checkpoints]) -> dict[str, Any]:
     started = time.perf_counter()
     source_commit = results.git_commit()  # the code that runs, before anything can change it
     t = config.train
@@ -293,6 +303,7 @@ def _train(config: Config, workdir: Path, *, data_dir: Path, results_dir: Path |
     num_params = sum(int(np.prod(p.shape)) for p in jax.tree.leaves(state["params"]))
 
     ckpt = Checkpoints(workdir)
+    opened.append(ckpt)
     history = History()
     state, history = _resume(ckpt, config, state, history, workdir)
 
@@ -426,10 +437,13 @@ def _resume(ckpt: Checkpoints, config: Config, state, history: History, workdir:
         return state, history
     step, skipped = ckpt.newest_verified("last")
     for line in skipped:
-        print(f"warning: not resuming from {line}", file=sys.stderr)
+        print(f"warning: not resuming from {line}" + (
+            f"; moved to {ckpt.root / 'rejected'}" if step is not None else ""), file=sys.stderr)
     if step is None:
         raise CheckpointError(f"no checkpoint in {ckpt.root / 'last'} verifies; delete "
                               f"{ckpt.root} to start over from step 0")
+    for which in ("last", "best"):  # newer than the resumed step: saved again on the way
+        ckpt.set_aside(which, [s for s in ckpt.steps(which) if s > step])
     meta = ckpt.restore_meta("last", step)
     check_same_config(meta["config"], config.to_dict())
     state, meta = ckpt.restore("last", step, state)

@@ -256,6 +256,31 @@ def _default_workers() -> int:
         return os.cpu_count() or 1
 
 
+def _die_with_parent(parent: int) -> None:
+    """Worker initializer: end this worker when the process that started it dies, even by
+    ``kill -9`` (Linux: the kernel sends SIGKILL; elsewhere a worker outlives a killed parent)."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:  # the parent died before the prctl took effect
+        os._exit(1)
+
+
+def _remove_stale_temps(out: Path) -> None:
+    """Delete temporary files left by a generation whose process was killed (its pid is gone)."""
+    for temp in out.glob(".basic_*.tsv.*.tmp"):
+        try:
+            pid = int(temp.name.split(".")[-2])
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            temp.unlink(missing_ok=True)
+        except (ValueError, PermissionError):  # not ours, or another user's live process
+            continue
+
+
 def _shard_results(workers: int, args: tuple) -> Iterator[list[tuple[str, int]]]:
     """Shard 0, 1, 2, ... in order, computed by ``workers`` processes (in this one if 1)."""
     if workers <= 1:
@@ -265,7 +290,9 @@ def _shard_results(workers: int, args: tuple) -> Iterator[list[tuple[str, int]]]
             shard += 1
     # spawn: safe in a process that already runs threads (JAX, tqdm), and the same on every OS.
     context = multiprocessing.get_context("spawn")
-    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context) as pool:
+    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context,
+                                                initializer=_die_with_parent,
+                                                initargs=(os.getpid(),)) as pool:
         pending: list[concurrent.futures.Future] = []
         next_shard = 0
         try:
@@ -351,6 +378,7 @@ def generate(out_dir: str | os.PathLike, *, train: int = 96_000, val: int = 2_00
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    _remove_stale_temps(out)
     paths = split_files(out)
     temps = {split: path.with_name(f".{path.name}.{os.getpid()}.tmp") for split, path in
              paths.items()}
