@@ -342,7 +342,7 @@ def _train(config: Config, workdir: Path, *, data_dir: Path, results_dir: Path |
                 kept = ckpt.newest_verified("last")[0]
                 where = (f"the last good checkpoint (step {kept}, verified) is kept in "
                          f"{ckpt.root / 'last'}" if kept is not None
-                         else "no verified checkpoint had been written yet")
+                         else "no checkpoint had been written and verified yet")
                 raise NonFiniteError(
                     f"non-finite {'loss' if not math.isfinite(loss) else 'gradient norm'} at step "
                     f"{step} (loss={loss}, grad_norm={grad_norm}); {where}. Lower train.lr or set "
