@@ -81,7 +81,14 @@ class Checkpoints:
         none has: call it at every step boundary). Also forgets checksums of deleted steps."""
         if not self._pending or jax.process_index() != 0:
             return
-        done = [(w, s) for w, s in self._pending if not self.managers[w].is_saving_in_progress()]
+        # orbax starts a save only once the previous one of its manager has completed, so only
+        # the newest pending save of a manager can still be under way.
+        done = []
+        for which, manager in self.managers.items():
+            steps = [s for w, s in self._pending if w == which]
+            if steps and manager.is_saving_in_progress():
+                steps = steps[:-1]
+            done += [(which, s) for s in steps]
         for which, step in done:
             self._pending.remove((which, step))
             folder = self.root / which / str(step)

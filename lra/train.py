@@ -211,6 +211,7 @@ def train_and_evaluate(config: Config, workdir: Path, *, data_dir: Path,
     try:
         done = workdir_lib.finished(workdir)
         if done is not None and not force:
+            check_same_config(done["config"], config.to_dict())
             return _existing(done, workdir, results_dir)
         if force and jax.process_index() == 0 and (moved := workdir_lib.move_aside(workdir)):
             print(f"--force: the earlier run's files are moved to {moved}; training from step 0",

@@ -146,15 +146,16 @@ def test_bad_attention_option_value_exits_2():
 # Bug 1: empty or too-short splits stop the run before step 1 (exit 1, naming the file/folder).
 
 
-def test_header_only_validation_file_is_refused(base, tmp_path):
+@pytest.mark.parametrize("split", ["train", "val"])
+def test_header_only_split_file_is_refused(base, tmp_path, split):
     data = tmp_path / "data"
     shutil.copytree(base / "data", data)
     folder = tasks.build("listops", data, **TINY_OPTIONS).directory
-    (folder / "basic_val.tsv").write_text("Source\tTarget\r\n")
+    (folder / f"basic_{split}.tsv").write_text("Source\tTarget\r\n")
     code, _, err = _run(*_args(data, tmp_path / "w", tmp_path / "results"))
     assert code == 1
     _one_line_error(err)
-    assert str(folder / "basic_val.tsv") in err and "0 examples" in err
+    assert str(folder / f"basic_{split}.tsv") in err and "0 examples" in err
     assert not (tmp_path / "results" / "runs").exists() or not any(
         (tmp_path / "results" / "runs").iterdir())
     assert not (tmp_path / "w" / "checkpoints").exists()
@@ -200,6 +201,9 @@ def test_rerun_reports_the_existing_result_and_writes_nothing(finished, tmp_path
     code, out, err = _run(*_args(work.parent / "data", work, results))
     assert code == 0 and "existing result" in out and "completed run" in err
     assert sorted((results / "runs").iterdir()) == before and len(before) == 1
+    code, _, err = _run(*_args(work.parent / "data", work, results, "--set", "train.lr=0.01"))
+    assert code == 2 and "train.lr" in err  # another config is not "the same run, done"
+    assert sorted((results / "runs").iterdir()) == before
 
 
 def test_force_trains_again_and_keeps_the_earlier_run(finished, tmp_path):
@@ -227,12 +231,18 @@ def test_result_file_records_data_provenance(finished):
 
 
 def test_tiny_preset_says_why_it_does_not_read_an_official_listops_folder(base, tmp_path):
-    official = tmp_path / "listops-1000"
+    data = tmp_path / "data"
+    shutil.copytree(base / "data", data)
+    official = data / "listops-1000"
     official.mkdir()
-    for path in tasks.build("listops", base / "data", **TINY_OPTIONS).directory.glob("*.tsv"):
+    for path in tasks.build("listops", data, **TINY_OPTIONS).directory.glob("*.tsv"):
         shutil.copy(path, official / path.name)
-    notes = tasks.build("listops", tmp_path, **TINY_OPTIONS).provenance().notes
+    notes = tasks.build("listops", data, **TINY_OPTIONS).provenance().notes
     assert len(notes) == 1 and str(official) in notes[0] and "max_length=40" in notes[0]
+    code, _, err = _run(*_args(data, tmp_path / "w", tmp_path / "results"))
+    assert code == 0 and f"note: {notes[0]}" in err
+    record = json.loads((tmp_path / "w" / "result.json").read_text())
+    assert record["data"]["origin"] == "generated"
 
 
 # ----------------------------------------------------------------------------------------------
@@ -254,6 +264,7 @@ def test_corrupt_last_checkpoint_falls_back_to_the_newest_verified(finished, tmp
     code, _, err = _run(*_args(finished[0].parent / "data", work, tmp_path / "results"))
     assert code == 0, err[-3000:]
     assert "not resuming from" in err and "last/20" in err and "resuming from step 10" in err
+    assert (work / "checkpoints" / "rejected" / "last-20").is_dir()  # kept for a look
     a = json.loads((finished[0] / "result.json").read_text())["metrics"]
     b = json.loads((work / "result.json").read_text())["metrics"]
     assert a["params_sha256"] == b["params_sha256"]
@@ -394,6 +405,19 @@ def test_path_that_is_a_file_is_one_line(base, tmp_path, which):
     assert "a-file" in err
 
 
+def test_data_command_out_that_is_a_file_is_one_line(tmp_path, capsys):
+    from lra import data
+
+    path = tmp_path / "a-file"
+    path.write_text("x")
+    assert data.main(["generate", "listops", "--out", str(path), "--train", "2", "--val", "1",
+                      "--test", "1", "--workers", "1", "--min-length", "1",
+                      "--max-length", "20"]) == 1
+    assert data.main(["fetch-release", "--out", str(path), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("error:") == 2 and err.count("a-file") == 2 and "Traceback" not in err
+
+
 # ----------------------------------------------------------------------------------------------
 # Incomplete official folders, and a killed ListOps generation.
 
@@ -532,6 +556,9 @@ def test_disk_full_during_fetch_is_not_a_lost_connection(tmp_path, server, monke
 
 
 def test_stalled_server_is_given_up_on_quickly(tmp_path, server):
+    import inspect
+
+    assert inspect.signature(release.download).parameters["timeout"].default == 30  # README
     _Server.stall = True
     t0 = time.time()
     with pytest.raises(release.ReleaseError, match="stalled"):
