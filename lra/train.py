@@ -237,13 +237,15 @@ def train_and_evaluate(config: Config, workdir: Path, *, data_dir: Path,
 def _existing(record: dict[str, Any], workdir: Path, results_dir: Path | None) -> dict[str, Any]:
     """Report the completed run of ``workdir``; write its result file only if it never was."""
     path = record.get("result_file")
-    if results_dir is not None and jax.process_index() == 0 and path and not Path(path).is_file():
+    missing = path and (not Path(path).is_file() or Path(path).stat().st_size == 0)
+    if results_dir is not None and jax.process_index() == 0 and missing:
         # Killed between result.json and the result file: the measured record, written once.
         results.write_json_atomic(Path(path), {k: v for k, v in record.items()
                                                if k != "result_file"})
         print(f"{workdir} had completed; its missing result file is written now", file=sys.stderr)
-    print(f"{workdir} holds a completed run; nothing is trained or written (use --force to train "
-          f"again from step 0, or another --workdir)", file=sys.stderr)
+    else:
+        print(f"{workdir} holds a completed run; nothing is trained or written (use --force to "
+              f"train again from step 0, or another --workdir)", file=sys.stderr)
     return {**record, "status": "existing"}
 
 

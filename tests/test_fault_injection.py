@@ -206,6 +206,22 @@ def test_rerun_reports_the_existing_result_and_writes_nothing(finished, tmp_path
     assert sorted((results / "runs").iterdir()) == before
 
 
+def test_result_file_lost_between_the_two_writes_is_written_once(finished, tmp_path):
+    work = tmp_path / "w"
+    shutil.copytree(finished[0], work)
+    record = json.loads((work / "result.json").read_text())
+    lost = tmp_path / "results" / "runs" / "lost.json"
+    lost.parent.mkdir(parents=True)
+    lost.write_text("")  # claimed, then the process was killed
+    record["result_file"] = str(lost)
+    (work / "result.json").write_text(json.dumps(record))
+    for _ in range(2):
+        code, out, _ = _run(*_args(finished[0].parent / "data", work, tmp_path / "results"))
+        assert code == 0 and "existing result" in out
+    assert json.loads(lost.read_text())["metrics"] == record["metrics"]
+    assert os.listdir(lost.parent) == ["lost.json"]
+
+
 def test_force_trains_again_and_keeps_the_earlier_run(finished, tmp_path):
     work = tmp_path / "forced"
     shutil.copytree(finished[0], work)
