@@ -1,13 +1,25 @@
 """Orbax checkpoints of a run: the last state (for resuming) and the best-validation state.
 
-Layout: ``<workdir>/checkpoints/last/<step>/`` and ``<workdir>/checkpoints/best/<step>/``, one of each
-kept. Each holds ``state`` (step, parameters, optimizer state) and ``meta`` (JSON: the resolved config,
-the metric history needed to finish the run, the data position = the step). Saves are asynchronous;
-the RNG needs no saving because every step's randomness is derived from (seed, step).
+Layout: ``<workdir>/checkpoints/last/<step>/`` (the two newest kept) and
+``<workdir>/checkpoints/best/<step>/`` (one kept). Each holds ``state`` (step, parameters, optimizer
+state) and ``meta`` (JSON: the resolved config, the metric history needed to finish the run, the data
+position = the step). Saves are asynchronous; the RNG needs no saving because every step's randomness
+is derived from (seed, step).
+
+Verification: once a save has completed (orbax has renamed it into place), the SHA-256 of its files
+(relative paths and bytes, in sorted order) is written to ``checkpoints/checksums/<which>-<step>
+.sha256``. Only a checkpoint whose files still give that digest is restored: a flipped byte, a
+truncated or deleted file, or a save that never completed (killed before its checksum was written)
+is skipped in favour of the newest one that verifies (the skipped ones are moved to
+``checkpoints/rejected/``), and with none left the run refuses to start, naming the folder to
+delete. Two ``last`` checkpoints are kept so that one verified checkpoint survives a crash during the
+next save.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
 from pathlib import Path
 from typing import Any
 
@@ -21,45 +33,148 @@ class ConfigMismatchError(RuntimeError):
     """The work directory holds a checkpoint of a different configuration."""
 
 
-def _manager(path: Path) -> ocp.CheckpointManager:
+class CheckpointError(RuntimeError):
+    """No checkpoint of the work directory can be used; the message names what to delete."""
+
+
+def _manager(path: Path, keep: int) -> ocp.CheckpointManager:
     # Several processes save synchronously: with async saves orbax (0.12) sometimes finalised on
     # process 0 before process 1's array metadata existed and failed the save.
-    options = ocp.CheckpointManagerOptions(max_to_keep=1, create=True,
+    options = ocp.CheckpointManagerOptions(max_to_keep=keep, create=True,
                                            enable_async_checkpointing=jax.process_count() == 1)
     return ocp.CheckpointManager(path.absolute(), options=options)
+
+
+def folder_digest(folder: Path) -> str:
+    """SHA-256 over every file below ``folder``: its relative path, its size and its bytes."""
+    h = hashlib.sha256()
+    for path in sorted(p for p in Path(folder).rglob("*") if p.is_file()):
+        h.update(f"{path.relative_to(folder).as_posix()}\0{path.stat().st_size}\0".encode())
+        with open(path, "rb") as f:
+            while chunk := f.read(1 << 20):
+                h.update(chunk)
+    return h.hexdigest()
 
 
 class Checkpoints:
     def __init__(self, workdir: Path):
         self.root = Path(workdir) / "checkpoints"
-        self.last = _manager(self.root / "last")
-        self.best = _manager(self.root / "best")
+        self.sums = self.root / "checksums"
+        self.managers = {"last": _manager(self.root / "last", 2), "best": _manager(self.root / "best", 1)}
+        self.last, self.best = self.managers["last"], self.managers["best"]
+        self._pending: list[tuple[str, int]] = []  # saves whose checksum is not written yet
 
-    def latest_step(self) -> int | None:
-        return self.last.latest_step()
+    def steps(self, which: str = "last") -> list[int]:
+        return sorted(self.managers[which].all_steps())
 
     def save(self, which: str, step: int, state: Any, meta: dict[str, Any]) -> None:
-        manager = self.last if which == "last" else self.best
-        manager.save(step, args=ocp.args.Composite(state=ocp.args.StandardSave(state),
-                                                   meta=ocp.args.JsonSave(meta)), force=True)
+        self.managers[which].save(step, args=ocp.args.Composite(
+            state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta)), force=True)
+        self._pending.append((which, step))
+        self.record_checksums()
 
-    def restore_meta(self, which: str = "last") -> dict[str, Any]:
-        manager = self.last if which == "last" else self.best
-        step = manager.latest_step()
-        return manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore())).meta
+    def _sum_file(self, which: str, step: int) -> Path:
+        return self.sums / f"{which}-{step}.sha256"
 
-    def restore(self, which: str, like: Any) -> tuple[Any, dict[str, Any]]:
-        """Restore into the structure, shapes and shardings of ``like`` (a state pytree)."""
-        manager = self.last if which == "last" else self.best
-        step = manager.latest_step()
+    def record_checksums(self) -> None:
+        """Write the checksum of every save that has completed since the last call (cheap when
+        none has: call it at every step boundary). Also forgets checksums of deleted steps."""
+        if not self._pending or jax.process_index() != 0:
+            return
+        # orbax starts a save only once the previous one of its manager has completed, so only
+        # the newest pending save of a manager can still be under way.
+        done = []
+        for which, manager in self.managers.items():
+            steps = [s for w, s in self._pending if w == which]
+            if steps and manager.is_saving_in_progress():
+                steps = steps[:-1]
+            done += [(which, s) for s in steps]
+        for which, step in done:
+            self._pending.remove((which, step))
+            folder = self.root / which / str(step)
+            if folder.is_dir():
+                self.sums.mkdir(parents=True, exist_ok=True)
+                tmp = self._sum_file(which, step).with_suffix(f".tmp{os.getpid()}")
+                tmp.write_text(f"{folder_digest(folder)}  {which}/{step}\n")
+                os.replace(tmp, self._sum_file(which, step))
+        if done:
+            self.forget_deleted()
+
+    def forget_deleted(self) -> list[str]:
+        """Remove checksum files whose checkpoint folder is gone; returns their names."""
+        gone = []
+        for path in sorted(self.sums.glob("*.sha256")) if self.sums.is_dir() else []:
+            which, _, step = path.stem.partition("-")
+            if not (self.root / which / step).is_dir() and (which, int(step)) not in self._pending:
+                path.unlink(missing_ok=True)
+                gone.append(path.stem)
+        return gone
+
+    def verify(self, which: str, step: int) -> str | None:
+        """None if checkpoint ``which/step`` gives its recorded checksum, else what is wrong."""
+        recorded = self._sum_file(which, step)
+        if not recorded.is_file():
+            return "no checksum was recorded for it (its save did not complete)"
+        try:
+            expected = recorded.read_text().split()[0]
+            actual = folder_digest(self.root / which / str(step))
+        except (OSError, IndexError) as err:
+            return f"unreadable ({err})"
+        return None if actual == expected else "its files do not match the checksum recorded " \
+                                                 "when it was written (corrupt or changed)"
+
+    def newest_verified(self, which: str = "last") -> tuple[int | None, list[str]]:
+        """The newest step of ``which`` that verifies, and a line per newer one skipped."""
+        skipped = []
+        for step in reversed(self.steps(which)):
+            problem = self.verify(which, step)
+            if problem is None:
+                return step, skipped
+            skipped.append(f"{self.root / which / str(step)}: {problem}")
+        return None, skipped
+
+    def set_aside(self, which: str, steps: list[int]) -> Path | None:
+        """Move checkpoints that failed verification to ``checkpoints/rejected/`` (kept for a
+        look, out of orbax's way so that their steps can be saved again)."""
+        if not steps:
+            return None
+        rejected = self.root / "rejected"
+        if jax.process_index() == 0:
+            rejected.mkdir(exist_ok=True)
+            for step in steps:
+                target, n = rejected / f"{which}-{step}", 1
+                while target.exists():
+                    target, n = rejected / f"{which}-{step}_{n}", n + 1
+                os.replace(self.root / which / str(step), target)
+                self._sum_file(which, step).unlink(missing_ok=True)
+        self.managers[which].reload()
+        return rejected
+
+    def restore_meta(self, which: str, step: int) -> dict[str, Any]:
+        try:
+            return self.managers[which].restore(
+                step, args=ocp.args.Composite(meta=ocp.args.JsonRestore())).meta
+        except Exception as err:  # orbax raises many kinds; the user needs the folder
+            raise CheckpointError(f"{self.root / which / str(step)}: cannot be read "
+                                  f"({type(err).__name__}); delete {self.root} to start over "
+                                  f"from step 0") from None
+
+    def restore(self, which: str, step: int, like: Any) -> tuple[Any, dict[str, Any]]:
+        """Restore ``which/step`` into the structure, shapes and shardings of ``like``."""
         abstract = jax.tree.map(ocp.utils.to_shape_dtype_struct, like)
-        out = manager.restore(step, args=ocp.args.Composite(
-            state=ocp.args.StandardRestore(abstract), meta=ocp.args.JsonRestore()))
+        try:
+            out = self.managers[which].restore(step, args=ocp.args.Composite(
+                state=ocp.args.StandardRestore(abstract), meta=ocp.args.JsonRestore()))
+        except Exception as err:
+            raise CheckpointError(f"{self.root / which / str(step)}: cannot be restored "
+                                  f"({type(err).__name__}); delete {self.root} to start over "
+                                  f"from step 0") from None
         return out.state, out.meta
 
     def wait(self) -> None:
         self.last.wait_until_finished()
         self.best.wait_until_finished()
+        self.record_checksums()
 
     def close(self) -> None:
         self.last.close()

@@ -20,7 +20,10 @@ import ast
 import dataclasses
 import difflib
 import importlib
+import inspect
+import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import attention
@@ -200,23 +203,132 @@ def _split_overrides(pairs: list[str]) -> list[tuple[str, str]]:
     return out
 
 
+# What every model.* / train.* value may be: (kind, lowest, highest, whether the bounds are open).
+# kind "int" accepts integers only, "float" any finite number; None = unbounded on that side.
+_RANGES: dict[str, tuple[str, float | None, float | None, bool, bool]] = {
+    "model.emb_dim": ("int", 1, None, False, False),
+    "model.num_heads": ("int", 1, None, False, False),
+    "model.num_layers": ("int", 1, None, False, False),
+    "model.qkv_dim": ("int", 1, None, False, False),
+    "model.mlp_dim": ("int", 1, None, False, False),
+    "model.dropout": ("float", 0, 1, False, True),
+    "model.attention_dropout": ("float", 0, 1, False, True),
+    "train.batch_size": ("int", 1, None, False, False),
+    "train.lr": ("float", 0, None, True, False),
+    "train.warmup_steps": ("int", 0, None, False, False),
+    "train.weight_decay": ("float", 0, None, False, False),
+    "train.b1": ("float", 0, 1, False, True),
+    "train.b2": ("float", 0, 1, False, True),
+    "train.eps": ("float", 0, None, True, False),
+    "train.grad_clip": ("float", 0, None, False, False),
+    "train.grad_accum": ("int", 1, None, False, False),
+    "train.num_steps": ("int", 1, None, False, False),
+    "train.eval_every": ("int", 1, None, False, False),
+    "train.eval_batches": ("int", 0, None, False, False),
+    "train.checkpoint_every": ("int", 1, None, False, False),
+    "train.log_every": ("int", 1, None, False, False),
+    "seed": ("int", 0, 2**32 - 1, False, False),  # grain's shuffle takes a uint32 seed
+}
+_CHOICES = {"model.pooling": ("cls", "mean"), "model.positional": ("sinusoidal", "learned"),
+            "model.dtype": ("float32", "bfloat16"), "train.schedule": ("rsqrt", "cosine", "constant")}
+_BOOLS = ("model.remat",)
+
+
+def _allowed(kind: str, low, high, low_open: bool, high_open: bool) -> str:
+    what = "an integer" if kind == "int" else "a number"
+    if low is not None and high is not None:
+        return (f"{what} in {'(' if low_open else '['}{low}, {high}{')' if high_open else ']'}")
+    if low is not None:
+        return f"{what} {'>' if low_open else '>='} {low}"
+    return what
+
+
+def _check_value(key: str, value: Any, kind: str, low, high, low_open: bool, high_open: bool) -> None:
+    ok = (isinstance(value, int) if kind == "int" else isinstance(value, int | float)
+          ) and not isinstance(value, bool)
+    if ok and kind == "float":
+        ok = math.isfinite(value)
+    if ok and low is not None:
+        ok = value > low if low_open else value >= low
+    if ok and high is not None:
+        ok = value < high if high_open else value <= high
+    if not ok:
+        raise ConfigError(f"{key}={value!r}: expected {_allowed(kind, low, high, low_open, high_open)}")
+
+
+def _check_like(key: str, value: Any, default: Any) -> None:
+    """An attn.* / data.* value must have its default's type (an int where a float is expected)."""
+    if default is None or default is inspect.Parameter.empty:
+        return
+    if isinstance(default, bool):
+        ok = isinstance(value, bool)
+        kind = "true or false"
+    elif isinstance(default, int):
+        ok = isinstance(value, int) and not isinstance(value, bool)
+        kind = "an integer"
+    elif isinstance(default, float):
+        ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+        kind = "a finite number"
+    elif isinstance(default, str):
+        ok, kind = isinstance(value, str), "a string"
+    else:
+        return
+    if not ok:
+        raise ConfigError(f"{key}={value!r}: expected {kind}")
+
+
 def validate(config: Config) -> None:
+    """Check every value of every key (types, ranges, choices); a ``ConfigError`` names the key,
+    the value and what is allowed. Runs once, when the config is resolved (``load``)."""
+    flat = flatten({"seed": config.seed, "model": dataclasses.asdict(config.model),
+                    "train": dataclasses.asdict(config.train)})
+    for key, spec in _RANGES.items():
+        _check_value(key, flat[key], *spec)
+    for key, valid in _CHOICES.items():
+        if flat[key] not in valid:
+            raise ConfigError(f"{key}={flat[key]!r}: choose from {', '.join(valid)}")
+    for key in _BOOLS:
+        if not isinstance(flat[key], bool):
+            raise ConfigError(f"{key}={flat[key]!r}: expected true or false")
     m, t = config.model, config.train
-    choices = {"model.pooling": (m.pooling, ("cls", "mean")),
-               "model.positional": (m.positional, ("sinusoidal", "learned")),
-               "model.dtype": (m.dtype, ("float32", "bfloat16")),
-               "train.schedule": (t.schedule, ("rsqrt", "cosine", "constant"))}
-    for key, (value, valid) in choices.items():
-        if value not in valid:
-            raise ConfigError(f"{key}={value!r}; choose from {', '.join(valid)}")
     if m.qkv_dim % m.num_heads:
         raise ConfigError(f"model.qkv_dim={m.qkv_dim} is not divisible by model.num_heads={m.num_heads}")
     if t.batch_size % t.grad_accum:
         raise ConfigError(f"train.batch_size={t.batch_size} is not divisible by "
                           f"train.grad_accum={t.grad_accum}")
-    for key in ("num_steps", "eval_every", "batch_size", "log_every", "checkpoint_every"):
-        if getattr(t, key) <= 0:
-            raise ConfigError(f"train.{key} must be positive, got {getattr(t, key)}")
+    task = _check_data(config)
+    _check_attention(config, task)
+
+
+def _check_data(config: Config) -> tasks.Task:
+    """The task's own option checks run on its constructor (which reads no files)."""
+    defaults = tasks.data_options(config.task)
+    for key, value in config.data.items():
+        _check_like(f"data.{key}", value, defaults.get(key))
+    try:
+        return tasks.build(config.task, Path("."), **config.data)
+    except (ValueError, TypeError) as err:
+        raise ConfigError(f"data.* of {config.task}: {err}") from None
+
+
+def _check_attention(config: Config, task: tasks.Task) -> None:
+    """Build one attention layer abstractly (no parameters allocated): the family's constructor
+    checks its own options (a kernel name, a chunk size) as it would in training."""
+    attention.check_options(config.attention, config.attn)
+    defaults = attention.options(config.attention)
+    for key, value in config.attn.items():
+        _check_like(f"attn.{key}", value, defaults.get(key))
+    from flax import nnx  # only here: keeps `--help` light
+
+    m = config.model
+    seq_len = task.max_len + (1 if m.pooling == "cls" else 0)
+    try:
+        nnx.eval_shape(lambda: attention.build(
+            config.attention, dim=m.emb_dim, num_heads=m.num_heads, qkv_dim=m.qkv_dim,
+            causal=False, max_len=seq_len, dropout=m.attention_dropout, rngs=nnx.Rngs(0),
+            **config.attn))
+    except (ValueError, TypeError, AssertionError) as err:
+        raise ConfigError(f"attn.* of {config.attention}: {err}") from None
 
 
 def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -194,6 +194,10 @@ def main(argv: list[str] | None = None) -> int:
         message = " ".join(str(err).split())  # one line
         print(f"error: {message}", file=sys.stderr)
         return 2
+    except OSError as err:  # disk full, permission denied, a file where a folder should be
+        where = f" ({err.filename})" if err.filename else ""
+        print(f"error: {err.strerror or err}{where}", file=sys.stderr)
+        return 1
     return 0
 
 

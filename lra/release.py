@@ -9,7 +9,9 @@
   interrupted download resumes where it stopped (HTTP ``Range``), both across runs and within one
   run (up to ``attempts`` connections, as long as each one makes progress); a server that ignores
   ``Range`` makes it start over. The host is probed first, so without network this fails in
-  seconds.
+  seconds; a server that sends nothing for ``timeout`` seconds (30) twice in a row is given up on.
+  A failed write (disk full, permission denied) stops at once, naming the file: it is not a lost
+  connection and is not retried. ``--sha256`` must be 64 hex digits, checked before downloading.
 * Verification: the size against the server's ``Content-Length`` / ``Content-Range``; the SHA-256
   against ``--sha256`` when given (LRA publishes none). The computed SHA-256 is printed and recorded
   in ``DIR/lra_release.gz.sha256`` (``sha256sum`` format), so a later download can be checked
@@ -31,6 +33,7 @@ import argparse
 import hashlib
 import http.client
 import os
+import re
 import shutil
 import sys
 import tarfile
@@ -54,6 +57,18 @@ class ReleaseError(DataError):
 
 class _Interrupted(Exception):
     """A connection ended early; the download can resume."""
+
+
+class _Stalled(_Interrupted):
+    """The server sent nothing for ``timeout`` seconds."""
+
+
+STALLS = 2  # consecutive stalled connections before giving up
+
+
+def check_sha256(value: str | None) -> None:
+    if value is not None and not re.fullmatch(r"[0-9a-fA-F]{64}", value):
+        raise ReleaseError(f"--sha256 {value!r}: expected 64 hexadecimal digits (a SHA-256)")
 
 
 def _bar(total: int | None, initial: int, desc: str, progress: bool):
@@ -108,13 +123,27 @@ def _one_request(url: str, part: Path, timeout: float, progress: bool) -> int:
             length = response.headers.get("Content-Length")
             total = int(length) if length and length.isdigit() else None
             have, mode = 0, "wb"
-        with open(part, mode) as f, _bar(total, have, part.name, progress) as bar:
-            try:
-                while chunk := response.read(_CHUNK):
+        try:
+            f = open(part, mode)
+        except OSError as err:
+            raise ReleaseError(f"{part}: cannot write it ({err.strerror or err})") from None
+        with f, _bar(total, have, part.name, progress) as bar:
+            while True:
+                try:
+                    chunk = response.read(_CHUNK)
+                except TimeoutError as err:
+                    raise _Stalled(f"the server sent nothing for {timeout:g} s ({err})") from None
+                except (OSError, http.client.HTTPException) as err:
+                    raise _Interrupted(f"connection lost: {err}") from None
+                if not chunk:
+                    break
+                try:
                     f.write(chunk)
-                    bar.update(len(chunk))
-            except (OSError, http.client.HTTPException) as err:
-                raise _Interrupted(f"connection lost: {err}") from None
+                except OSError as err:  # disk full, quota, permissions: not the network's fault
+                    raise ReleaseError(f"{part}: writing failed ({err.strerror or err}); "
+                                       f"{f.tell()} bytes are kept there, free space and run the "
+                                       f"same command again to resume") from None
+                bar.update(len(chunk))
         size = part.stat().st_size
         if total is None:
             return size  # the server gave no size: trust the end of the stream
@@ -127,7 +156,7 @@ def _one_request(url: str, part: Path, timeout: float, progress: bool) -> int:
         return size
 
 
-def download(url: str, dest: Path, *, attempts: int = 5, timeout: float = 60.0,
+def download(url: str, dest: Path, *, attempts: int = 5, timeout: float = 30.0,
              retry_wait: float = 2.0, progress: bool = True) -> Path:
     """Download ``url`` to ``dest`` (via ``dest.part``, resumable). Returns ``dest``."""
     from tasks._tfds import reachable
@@ -142,16 +171,24 @@ def download(url: str, dest: Path, *, attempts: int = 5, timeout: float = 60.0,
                            f"then run this command again to verify and unpack it")
     dest.parent.mkdir(parents=True, exist_ok=True)
     part = dest.with_name(dest.name + ".part")
-    failures = 0
+    failures = stalls = 0
     while True:
         before = part.stat().st_size if part.exists() else 0
         try:
             _one_request(url, part, timeout, progress)
             break
         except (_Interrupted, urllib.error.URLError, OSError, http.client.HTTPException) as err:
-            # Retry while connections make progress; give up after `attempts` in a row that don't.
+            # Retry while connections make progress; give up after `attempts` in a row that don't,
+            # or after STALLS in a row where the server sent nothing at all.
             after = part.stat().st_size if part.exists() else 0
             failures = 0 if after > before else failures + 1
+            stalled = isinstance(err, _Stalled | TimeoutError) or isinstance(
+                getattr(err, "reason", None), TimeoutError)
+            stalls = stalls + 1 if stalled and after == before else 0
+            if stalls >= STALLS:
+                raise ReleaseError(f"{url}: {err}; the server stalled {stalls} times in a row, "
+                                   f"giving up. {after} bytes are kept in {part}: run the same "
+                                   f"command again to resume") from None
             if failures >= attempts:
                 raise ReleaseError(f"{url}: {err}; gave up after {attempts} attempts without "
                                    f"progress. {after} bytes are kept in {part}: run the same "
@@ -218,7 +255,10 @@ def fetch_release(out: Path, *, url: str = DEFAULT_URL, sha256: str | None = Non
                   delete_archive: bool = False, progress: bool = True, attempts: int = 5,
                   retry_wait: float = 2.0) -> Path:
     """Download, verify and unpack the release into ``out``. Returns ``out``."""
+    check_sha256(sha256)
     out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise ReleaseError(f"--out {out}: a file, not a folder")
     name = Path(urllib.parse.urlsplit(url).path).name or "lra_release.gz"
     archive = out / name
     marker = out / f".{name}.extracted"

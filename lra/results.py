@@ -77,8 +77,8 @@ def write_json_atomic(path: Path, data: Any) -> None:
         raise
 
 
-def write_run(results_dir: Path, record: dict[str, Any]) -> Path:
-    """Write ``record`` under ``<results_dir>/runs/`` with a name no other run can take."""
+def claim_run_path(results_dir: Path, record: dict[str, Any]) -> Path:
+    """Claim (create empty) a file under ``<results_dir>/runs/`` with a name no other run can take."""
     runs = Path(results_dir) / "runs"
     runs.mkdir(parents=True, exist_ok=True)
     stamp = record["date"].replace(":", "").replace("-", "")[:15]
@@ -91,7 +91,6 @@ def write_run(results_dir: Path, record: dict[str, Any]) -> Path:
         except FileExistsError:
             continue
         os.close(fd)
-        write_json_atomic(path, record)
         return path
     raise RuntimeError(f"could not find a free result file name for {base} in {runs}")
 
@@ -105,6 +104,13 @@ def eval_history(curve: list[list[float]]) -> dict[str, list]:
     return {"step": [int(s) for s, _, _ in curve],
             "val_accuracy": [round(float(a), 6) for _, a, _ in curve],
             "val_loss": [round(float(v), 5) for _, _, v in curve]}
+
+
+def write_run(results_dir: Path, record: dict[str, Any]) -> Path:
+    """Write ``record`` under ``<results_dir>/runs/`` with a name no other run can take."""
+    path = claim_run_path(results_dir, record)
+    write_json_atomic(path, record)
+    return path
 
 
 def now() -> str:

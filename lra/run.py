@@ -1,13 +1,17 @@
 """Train and evaluate one (task, attention) pair: ``python -m lra.run --task listops --attn cosformer``.
 
-Parse flags -> resolve the config -> ``lra.train.train_and_evaluate``. Exit status: 0 done (or
-preempted with a checkpoint saved), 1 training failed (non-finite loss, data error, ...), 2 bad
-command line or configuration.
+Parse flags -> resolve the config -> ``lra.train.train_and_evaluate``. Exit status: 0 done (or the
+work directory's run had already completed, or SIGTERM with a checkpoint saved), 1 training failed
+(non-finite loss, data error, unusable checkpoint, disk full, permission denied, a path that is a
+file, ...), 2 bad command line or configuration (or the work directory is in use by another run),
+130 interrupted by SIGINT (Ctrl-C; a checkpoint is saved first). Every failure is one line on stderr.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
+import os
 import sys
 from pathlib import Path
 
@@ -42,6 +46,10 @@ def parser() -> argparse.ArgumentParser:
                    help="where the result file goes, under runs/ (default: results)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config field, e.g. --set train.lr=1e-3 --set attn.eps=1e-4")
+    p.add_argument("--force", action="store_true",
+                   help="train again from step 0 although the work directory's run has completed "
+                        "(its files are moved to <workdir>/previous-<date>/); without it a "
+                        "completed run is reported, not repeated")
     p.add_argument("--no-progress", action="store_true",
                    help="no training progress bar (generating data still shows one)")
     p.add_argument("--print-config", action="store_true", help="print the resolved config and exit")
@@ -57,7 +65,6 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cfg = config_lib.load(args.task, args.attn, preset=args.preset, seed=args.seed,
                               overrides=args.overrides)
-        attention.check_options(cfg.attention, cfg.attn)
     except (config_lib.ConfigError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -76,28 +83,42 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
 
-    from lra.checkpoint import ConfigMismatchError  # heavy imports after parsing
+    from lra.checkpoint import CheckpointError, ConfigMismatchError  # heavy imports after parsing
     from lra.train import NonFiniteError, train_and_evaluate
+    from lra.workdir import WorkdirLockedError
 
     workdir = args.workdir or Path("workdirs") / f"{cfg.task}-{cfg.attention}-{cfg.preset}-seed{cfg.seed}"
     data_dir = args.data_dir or default_data_dir()
     try:
         record = train_and_evaluate(cfg, workdir, data_dir=data_dir, results_dir=args.results_dir,
-                                    progress=not args.no_progress)
-    except (tasks.DataError, NonFiniteError) as err:
-        print(f"error: {err}", file=sys.stderr)
+                                    progress=not args.no_progress, force=args.force)
+    except (tasks.DataError, NonFiniteError, CheckpointError) as err:
+        print(f"error: {one_line(err)}", file=sys.stderr)
         return 1
-    except ConfigMismatchError as err:
+    except (ConfigMismatchError, WorkdirLockedError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    except RuntimeError as err:  # jax.errors.JaxRuntimeError is a RuntimeError
-        if "RESOURCE_EXHAUSTED" not in str(err):
-            raise
-        print(out_of_memory_message(err, cfg, workdir), file=sys.stderr)
+    except KeyboardInterrupt:
+        print(f"interrupted (SIGINT); the checkpoints already written in {workdir / 'checkpoints'} "
+              f"are kept", file=sys.stderr)
+        return 130
+    except OSError as err:
+        print(f"error: {os_error_message(err, workdir)}", file=sys.stderr)
         return 1
+    except Exception as err:  # jax.errors.JaxRuntimeError is a RuntimeError; orbax wraps OSErrors
+        if "RESOURCE_EXHAUSTED" in str(err):
+            print(out_of_memory_message(err, cfg, workdir), file=sys.stderr)
+            return 1
+        if os.strerror(errno.ENOSPC) in str(err) or os.strerror(errno.EDQUOT) in str(err):
+            print(f"error: {os_error_message(OSError(errno.ENOSPC, one_line(err)), workdir)}",
+                  file=sys.stderr)
+            return 1
+        raise
     if record.get("status") == "preempted":
-        return 0
+        return 130 if record.get("signal") == "SIGINT" else 0
     m = record["metrics"]
+    if record.get("status") == "existing":
+        print(f"existing result (nothing trained or written): {record.get('result_file', '-')}")
     print(f"{cfg.task}/{cfg.attention} ({cfg.preset}, seed {cfg.seed}): "
           f"test accuracy {m['test_accuracy_at_last']:.4f} at the last step (LRA's protocol); "
           f"{m['test_accuracy_at_best_val']:.4f} at the best validation step {m['best_val_step']} "
@@ -105,6 +126,24 @@ def main(argv: list[str] | None = None) -> int:
     if "result_file" in record:
         print(f"result: {record['result_file']}")
     return 0
+
+
+def one_line(err: BaseException) -> str:
+    return " ".join(str(err).split())
+
+
+def os_error_message(err: OSError, workdir: Path) -> str:
+    """Disk full, permission denied, a file where a folder should be: what and where, in one line."""
+    what = {errno.ENOSPC: "disk full", errno.EDQUOT: "disk quota exceeded",
+            errno.EACCES: "permission denied", errno.EPERM: "permission denied",
+            errno.EROFS: "read-only file system", errno.ENOTDIR: "not a folder",
+            errno.EEXIST: "a file is in the way", errno.EISDIR: "a folder is in the way"}.get(
+        err.errno, "cannot read or write")
+    where = f" ({err.filename})" if err.filename else ""
+    kept = (f"; the checkpoints already written in {workdir / 'checkpoints'} are kept, re-run the "
+            f"same command to resume once it is fixed"
+            if err.errno in (errno.ENOSPC, errno.EDQUOT, errno.EIO) else "")
+    return f"{what}{where}: {one_line(err.strerror or err)}{kept}"
 
 
 def out_of_memory_message(err: Exception, cfg, workdir: Path) -> str:

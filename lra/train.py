@@ -3,8 +3,10 @@
 ``train_and_evaluate(config, workdir, ...)`` trains, validates every ``train.eval_every`` steps,
 records test accuracy at the best-validation step and at the last step, checkpoints with orbax and
 writes one result file. Re-running the same command in the same work directory resumes from the last
-checkpoint (bit-identically on the same device count: data order and randomness are functions of
-(seed, step)). SIGTERM saves a checkpoint and exits cleanly.
+verified checkpoint (bit-identically on the same device count: data order and randomness are
+functions of (seed, step)); once the run has completed it reports the existing result instead.
+SIGTERM and SIGINT save a checkpoint and stop cleanly. The work directory is locked while a run uses
+it, and the splits are checked (not empty, as many examples as the config asks for) before step 1.
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ from tqdm.auto import tqdm
 
 import tasks
 from lra import results, sharding
-from lra.checkpoint import Checkpoints, check_same_config
+from lra import workdir as workdir_lib
+from lra.checkpoint import CheckpointError, Checkpoints, check_same_config
 from lra.config import Config
 from lra.data_pipeline import TrainBatches, eval_batches
 from lra.encoder import build_model
@@ -137,25 +140,31 @@ class History:
 
 
 class _Preemption:
-    """SIGTERM sets a flag; the loop checkpoints at the next step boundary and exits 0."""
+    """SIGTERM or SIGINT (Ctrl-C) sets a flag; the loop checkpoints at the next step boundary and
+    stops. A second SIGINT interrupts at once (KeyboardInterrupt), keeping the checkpoints written."""
+
+    SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
     def __init__(self):
-        self.requested = False
-        self._previous = None
+        self.requested: str | None = None  # the signal's name
+        self._previous: dict[int, Any] = {}
 
     def __enter__(self):
-        try:
-            self._previous = signal.signal(signal.SIGTERM, self._handle)
-        except ValueError:  # not the main thread
-            self._previous = None
+        for signum in self.SIGNALS:
+            try:
+                self._previous[signum] = signal.signal(signum, self._handle)
+            except ValueError:  # not the main thread
+                pass
         return self
 
     def _handle(self, signum, frame):
-        self.requested = True
+        if self.requested == "SIGINT" and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        self.requested = signal.Signals(signum).name
 
     def __exit__(self, *exc):
-        if self._previous is not None:
-            signal.signal(signal.SIGTERM, self._previous)
+        for signum, previous in self._previous.items():
+            signal.signal(signum, previous)
 
 
 def _evaluate(eval_fn, params, rest, source, config: Config, mesh, *, max_batches=0) -> dict:
@@ -180,17 +189,63 @@ def params_digest(params) -> str:
 
 
 def train_and_evaluate(config: Config, workdir: Path, *, data_dir: Path,
-                       results_dir: Path | None = None, progress: bool = True) -> dict[str, Any]:
+                       results_dir: Path | None = None, progress: bool = True,
+                       force: bool = False) -> dict[str, Any]:
     """Train ``config`` in ``workdir`` (resuming if it holds a checkpoint); return the result record.
 
-    The result file is written under ``results_dir`` when one is given (process 0 only).
+    The result file is written under ``results_dir`` when one is given (process 0 only). A work
+    directory whose run has completed returns that run's record (``status`` "existing") and
+    writes nothing, unless ``force`` (the earlier run's files are moved aside, training restarts).
     """
-    started = time.perf_counter()
-    source_commit = results.git_commit()  # the code that runs, before anything can change it
-    workdir = Path(workdir)
+    workdir, data_dir = Path(workdir), Path(data_dir)
+    workdir_lib.not_a_file(workdir, "--workdir")
+    workdir_lib.not_a_file(data_dir, "--data-dir")
     workdir.mkdir(parents=True, exist_ok=True)
-    t = config.train
-    task = tasks.build(config.task, data_dir, **config.data)
+    lock = workdir_lib.lock(workdir) if jax.process_index() == 0 else None
+    opened: list[Checkpoints] = []
+    try:
+        done = workdir_lib.finished(workdir)
+        if done is not None and not force:
+            check_same_config(done["config"], config.to_dict())
+            return _existing(done, workdir, results_dir)
+        if force and jax.process_index() == 0 and (moved := workdir_lib.move_aside(workdir)):
+            print(f"--force: the earlier run's files are moved to {moved}; training from step 0",
+                  file=sys.stderr)
+        if results_dir is not None and jax.process_index() == 0:
+            workdir_lib.check_writable(results_dir)  # before step 1, not after training
+        return _train(config, workdir, data_dir=data_dir, results_dir=results_dir,
+                      progress=progress, opened=opened)
+    except BaseException:
+        # Disk full, a second Ctrl-C, ...: let the saves under way complete and be verified, so
+        # that a re-run resumes from them; the original error is the one reported.
+        for ckpt in opened:
+            try:
+                ckpt.wait()
+            except Exception:
+                pass
+        raise
+    finally:
+        if lock is not None:
+            lock.close()
+
+
+def _existing(record: dict[str, Any], workdir: Path, results_dir: Path | None) -> dict[str, Any]:
+    """Report the completed run of ``workdir``; write its result file only if it never was."""
+    path = record.get("result_file")
+    missing = path and (not Path(path).is_file() or Path(path).stat().st_size == 0)
+    if results_dir is not None and jax.process_index() == 0 and missing:
+        # Killed between result.json and the result file: the measured record, written once.
+        results.write_json_atomic(Path(path), {k: v for k, v in record.items()
+                                               if k != "result_file"})
+        print(f"{workdir} had completed; its missing result file is written now", file=sys.stderr)
+    else:
+        print(f"{workdir} holds a completed run; nothing is trained or written (use --force to "
+              f"train again from step 0, or another --workdir)", file=sys.stderr)
+    return {**record, "status": "existing"}
+
+
+def _data(task: tasks.Task, data_dir: Path) -> tuple[list, tasks.Provenance]:
+    """Prepare the task's data on every process, load the splits and check them (before step 1)."""
     # Process 0 prepares first; the others then find the data (shared filesystem) or make the
     # same deterministic data themselves (separate disks).
     if jax.process_index() == 0:
@@ -199,7 +254,28 @@ def train_and_evaluate(config: Config, workdir: Path, *, data_dir: Path,
         multihost_utils.sync_global_devices("lra: data prepared")
         if jax.process_index() != 0:
             task.prepare()
-    train_src, val_src, test_src = (task.source(s) for s in ("train", "val", "test"))
+    sources = [task.source(s) for s in ("train", "val", "test")]
+    provenance = task.provenance()
+    counts = dict(zip(("train", "val", "test"), map(len, sources)))
+    tasks.check_examples(provenance, counts, data_dir)
+    if jax.process_index() == 0:
+        for note in provenance.notes:
+            print(f"note: {note}", file=sys.stderr)
+        generator = provenance.generator
+        origin = (f"generated by {generator['name']} v{generator['version']}, seed "
+                  f"{generator['seed']}" if generator else provenance.origin)
+        print(f"data: {data_dir / provenance.folder} ({origin}); examples: "
+              + ", ".join(f"{s} {n}" for s, n in counts.items()), file=sys.stderr)
+    return sources, provenance
+
+
+def _train(config: Config, workdir: Path, *, data_dir: Path, results_dir: Path | None,
+           progress: bool, opened: list[Checkpoints]) -> dict[str, Any]:
+    started = time.perf_counter()
+    source_commit = results.git_commit()  # the code that runs, before anything can change it
+    t = config.train
+    task = tasks.build(config.task, data_dir, **config.data)
+    (train_src, val_src, test_src), provenance = _data(task, data_dir)
 
     mesh = sharding.make_mesh()
     sharding.check_batch_size(t.batch_size, mesh)
@@ -225,13 +301,9 @@ def train_and_evaluate(config: Config, workdir: Path, *, data_dir: Path,
     num_params = sum(int(np.prod(p.shape)) for p in jax.tree.leaves(state["params"]))
 
     ckpt = Checkpoints(workdir)
+    opened.append(ckpt)
     history = History()
-    if ckpt.latest_step() is not None:
-        meta = ckpt.restore_meta("last")
-        check_same_config(meta["config"], config.to_dict())
-        state, meta = ckpt.restore("last", state)
-        history = History(**meta["history"])
-        print(f"resuming from step {int(state['step'])} in {workdir}", file=sys.stderr)
+    state, history = _resume(ckpt, config, state, history, workdir)
 
     train_step = jax.jit(make_train_step(graphdef, tx, t.grad_accum, learning_rate(t)),
                          in_shardings=(repl, repl, data_sharding, repl),
@@ -259,6 +331,7 @@ def train_and_evaluate(config: Config, workdir: Path, *, data_dir: Path,
     with _Preemption() as preemption:
         step = start
         while step < t.num_steps:
+            ckpt.record_checksums()  # of the saves completed in the background
             if preemption.requested:
                 status = "preempted"
                 break
@@ -269,9 +342,10 @@ def train_and_evaluate(config: Config, workdir: Path, *, data_dir: Path,
             step += 1
             if not (math.isfinite(loss) and math.isfinite(grad_norm)):
                 ckpt.wait()
-                kept = ckpt.latest_step()
-                where = (f"the last good checkpoint (step {kept}) is kept in {ckpt.root / 'last'}"
-                         if kept is not None else "no checkpoint had been written yet")
+                kept = ckpt.newest_verified("last")[0]
+                where = (f"the last good checkpoint (step {kept}, verified) is kept in "
+                         f"{ckpt.root / 'last'}" if kept is not None
+                         else "no checkpoint had been written and verified yet")
                 raise NonFiniteError(
                     f"non-finite {'loss' if not math.isfinite(loss) else 'gradient norm'} at step "
                     f"{step} (loss={loss}, grad_norm={grad_norm}); {where}. Lower train.lr or set "
@@ -314,10 +388,10 @@ def train_and_evaluate(config: Config, workdir: Path, *, data_dir: Path,
     ckpt.wait()
     ckpt.close()
     if status == "preempted":
-        print(f"SIGTERM: checkpoint saved at step {step} in {ckpt.root / 'last'}; re-run the same "
-              f"command to resume", file=sys.stderr)
+        print(f"{preemption.requested}: checkpoint saved at step {step} in {ckpt.root / 'last'}; "
+              f"re-run the same command to resume", file=sys.stderr)
         log.close()
-        return {"status": "preempted", "step": step}
+        return {"status": "preempted", "signal": preemption.requested, "step": step}
 
     test_last = _evaluate(eval_step, state["params"], rest, test_src, config, mesh)
     log.write(step, "test_at_last", test_last)
@@ -326,6 +400,11 @@ def train_and_evaluate(config: Config, workdir: Path, *, data_dir: Path,
         "task": config.task, "attention": config.attention, "preset": config.preset,
         "seed": config.seed, "config": config.to_dict(), "task_facts": task.describe(),
         "eval_history": results.eval_history(history.val_curve),
+        "data": {**provenance.to_dict(),
+                 "examples": {"train": len(train_src), "val": len(val_src), "test": len(test_src)},
+                 "evaluated": {"val": history.last_val.get("examples", 0),
+                               "test_at_best_val": history.test_at_best.get("examples", 0),
+                               "test_at_last": test_last["examples"]}},
         "metrics": {
             "best_val_accuracy": history.best_val_accuracy,
             "best_val_step": history.best_step,
@@ -348,7 +427,36 @@ def train_and_evaluate(config: Config, workdir: Path, *, data_dir: Path,
         "status": status,
     }
     if jax.process_index() == 0:
-        results.write_json_atomic(workdir / "result.json", record)
-        if results_dir is not None:
-            record["result_file"] = str(results.write_run(results_dir, record))
+        # result.json first, naming the result file: a run killed between the two writes finds
+        # it on re-run and writes that file once (never a second result for one run).
+        path = results.claim_run_path(results_dir, record) if results_dir is not None else None
+        results.write_json_atomic(workdir / workdir_lib.RESULT_FILE,
+                                  {**record, **({"result_file": str(path)} if path else {})})
+        if path is not None:
+            results.write_json_atomic(path, record)
+            record["result_file"] = str(path)
     return record
+
+
+def _resume(ckpt: Checkpoints, config: Config, state, history: History, workdir: Path):
+    """Restore the newest verified ``last`` checkpoint, if any (``state``/``history`` otherwise)."""
+    if not ckpt.steps("last"):
+        if jax.process_index() == 0 and (gone := ckpt.forget_deleted()):
+            print(f"warning: {ckpt.root / 'last'} no longer holds the checkpoints recorded in "
+                  f"{ckpt.sums} ({', '.join(gone)}); starting again from step 0", file=sys.stderr)
+        return state, history
+    step, skipped = ckpt.newest_verified("last")
+    for line in skipped:
+        print(f"warning: not resuming from {line}" + (
+            f"; moved to {ckpt.root / 'rejected'}" if step is not None else ""), file=sys.stderr)
+    if step is None:
+        raise CheckpointError(f"no checkpoint in {ckpt.root / 'last'} verifies; delete "
+                              f"{ckpt.root} to start over from step 0")
+    for which in ("last", "best"):  # newer than the resumed step: saved again on the way
+        ckpt.set_aside(which, [s for s in ckpt.steps(which) if s > step])
+    meta = ckpt.restore_meta("last", step)
+    check_same_config(meta["config"], config.to_dict())
+    state, meta = ckpt.restore("last", step, state)
+    print(f"resuming from step {int(state['step'])} in {workdir} (checkpoint verified)",
+          file=sys.stderr)
+    return state, History(**meta["history"])

@@ -13,6 +13,7 @@ Contract (see ``Task`` below for the exact signatures)::
     src = task.source("train")                                    # "train" | "val" | "test"
     len(src); src[i] -> {"inputs": int32[L], "mask": bool[L], "targets": int32[]}
     task.head(features_dim, mlp_dim, rngs=...)  # nnx.Module: pooled encodings -> logits
+    task.provenance()    # Provenance: the folder read, official or generated, examples wanted
 
 ``mask`` is True at real tokens and comes from true lengths, never from ``token > 0``.
 Every example of a split has the same length ``max_len`` (padded with ``pad_id``).
@@ -22,7 +23,9 @@ Batching (shuffling, grouping examples into ``[B, L]`` arrays) happens once, in 
 from __future__ import annotations
 
 import inspect
+import os
 from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -30,8 +33,21 @@ import numpy as np
 
 from lra.registry import Registry, UnknownNameError
 
-__all__ = ["DataError", "Task", "UnknownTaskError", "available", "build", "family", "register"]
+__all__ = [
+    "MIN_EXAMPLES",
+    "DataError",
+    "Provenance",
+    "Task",
+    "UnknownTaskError",
+    "available",
+    "build",
+    "check_examples",
+    "family",
+    "register",
+]
 
+# The fewest examples a split may have: an evaluation over nothing measures nothing.
+MIN_EXAMPLES = 1
 
 
 class DataError(RuntimeError):
@@ -40,6 +56,53 @@ class DataError(RuntimeError):
 
 class UnknownTaskError(UnknownNameError):
     """Raised for a task name nobody registered; the message lists the valid names."""
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where a task's examples come from; recorded in result files and said in a run's first lines.
+
+    ``folder``: the folder read, relative to the data directory (absolute if outside it).
+    ``origin``: "official" (LRA's release), "generated" (by this package; ``generator`` then holds
+    its ``version`` and ``seed``) or "tensorflow-datasets". ``files``: per split, the file or
+    folder it is read from. ``wanted``: per split, the examples the config asks for (0 = the whole
+    split). ``notes``: lines the user should see, e.g. an official folder the options cannot use.
+    """
+
+    folder: str
+    origin: str
+    files: dict[str, str]
+    wanted: dict[str, int]
+    generator: dict[str, Any] | None = None
+    notes: tuple[str, ...] = field(default=())
+
+    def to_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        del out["notes"]
+        return out
+
+
+def relative(path: Path, data_dir: Path) -> str:
+    """``path`` relative to ``data_dir`` where it lies below it, else absolute."""
+    try:
+        return Path(path).absolute().relative_to(Path(data_dir).absolute()).as_posix()
+    except ValueError:
+        return os.fspath(Path(path).absolute())
+
+
+def check_examples(provenance: Provenance, counts: dict[str, int], data_dir: Path) -> None:
+    """Refuse splits with fewer than ``MIN_EXAMPLES`` examples or fewer than the config asks for,
+    naming the file or folder."""
+    for split, n in counts.items():
+        wanted = provenance.wanted.get(split, 0)
+        need = max(MIN_EXAMPLES, wanted)
+        if n < need:
+            where = Path(data_dir) / provenance.files.get(split, provenance.folder)
+            asked = (f"the config asks for {wanted}" if wanted > MIN_EXAMPLES
+                     else f"at least {MIN_EXAMPLES} needed")
+            raise DataError(f"{where}: the {split} split has {n} example{'s' * (n != 1)}; {asked}. "
+                            f"Complete or delete the data (it is regenerated where it can be), "
+                            f"or ask for fewer examples")
 
 
 class Task:
@@ -68,6 +131,10 @@ class Task:
 
     def head(self, features_dim: int, mlp_dim: int, *, rngs):
         """The classifier: one pooled encoding per entry of ``inputs`` -> float[B, num_classes]."""
+        raise NotImplementedError
+
+    def provenance(self) -> Provenance:
+        """Where the examples come from (call after ``prepare``)."""
         raise NotImplementedError
 
     def describe(self) -> dict[str, Any]:

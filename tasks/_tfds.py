@@ -119,6 +119,16 @@ class TfdsDataset:
                          f"TensorFlow needs array_record")
         return None, notes
 
+    def provenance(self, data_dir: Path, files: dict[str, str], wanted: dict[str, int]):
+        """Where a prepared dataset is read from (after ``ensure``)."""
+        from tasks import Provenance, relative
+
+        found = self.find(data_dir)[0] or Path(data_dir) / self.task
+        folder = relative(found / self.full_name(), data_dir)
+        return Provenance(folder=folder, origin="tensorflow-datasets",
+                          files={split: f"{folder} ({name})" for split, name in files.items()},
+                          wanted=dict(wanted))
+
     def _how_to_get_it(self, data_dir: Path) -> str:
         return (f"To get it, run `python -m lra.data prepare --task {self.task} --data-dir DIR` on a "
                 f"machine with network access and TensorFlow (pip install 'lra[{PREPARE_EXTRA}]'; "

@@ -109,6 +109,10 @@ class ImageTask(Task):
             self._records[tfds_split] = CIFAR10.open(self.data_dir, tfds_split)
         return self._records[tfds_split]
 
+    def provenance(self):
+        files = {"train": "train[:90%]", "val": "train[90%:]", "test": "test"}
+        return CIFAR10.provenance(self.data_dir, files, self.sizes)
+
     def source(self, split: str) -> PixelExamples:
         if split not in SPLITS:
             raise ValueError(f"unknown split {split!r}; expected one of {', '.join(SPLITS)}")

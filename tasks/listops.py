@@ -51,7 +51,7 @@ from typing import Any
 
 import numpy as np
 
-from tasks import DataError, Task, _tsv_cache, data_options, register
+from tasks import DataError, Provenance, Task, _tsv_cache, data_options, register, relative
 
 __all__ = ["OPERATORS", "VOCAB", "ListOpsTask", "evaluate", "generate", "read_split", "serialize"]
 
@@ -66,6 +66,7 @@ _END = VOCAB[END]
 _DIGIT0 = VOCAB["0"]
 _ID_TO_TOKEN = {i: tok for tok, i in VOCAB.items()}
 
+GENERATOR_VERSION = 1  # recorded with generated data; bump when the seed -> files mapping changes
 VALUE_P = 0.25  # a node with r > VALUE_P is a leaf (so an operator with probability 0.25)
 SPLITS = ("train", "val", "test")
 _SHARD_SIZE = 256  # kept trees per shard; part of the seed -> data mapping, do not change lightly
@@ -255,6 +256,31 @@ def _default_workers() -> int:
         return os.cpu_count() or 1
 
 
+def _die_with_parent(parent: int) -> None:
+    """Worker initializer: end this worker when the process that started it dies, even by
+    ``kill -9`` (Linux: the kernel sends SIGKILL; elsewhere a worker outlives a killed parent)."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+        import signal
+
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:  # the parent died before the prctl took effect
+        os._exit(1)
+
+
+def _remove_stale_temps(out: Path) -> None:
+    """Delete temporary files left by a generation whose process was killed (its pid is gone)."""
+    for temp in out.glob(".basic_*.tsv.*.tmp"):
+        try:
+            pid = int(temp.name.split(".")[-2])
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            temp.unlink(missing_ok=True)
+        except (ValueError, PermissionError):  # not ours, or another user's live process
+            continue
+
+
 def _shard_results(workers: int, args: tuple) -> Iterator[list[tuple[str, int]]]:
     """Shard 0, 1, 2, ... in order, computed by ``workers`` processes (in this one if 1)."""
     if workers <= 1:
@@ -264,7 +290,9 @@ def _shard_results(workers: int, args: tuple) -> Iterator[list[tuple[str, int]]]
             shard += 1
     # spawn: safe in a process that already runs threads (JAX, tqdm), and the same on every OS.
     context = multiprocessing.get_context("spawn")
-    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context) as pool:
+    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context,
+                                                initializer=_die_with_parent,
+                                                initargs=(os.getpid(),)) as pool:
         pending: list[concurrent.futures.Future] = []
         next_shard = 0
         try:
@@ -350,6 +378,7 @@ def generate(out_dir: str | os.PathLike, *, train: int = 96_000, val: int = 2_00
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    _remove_stale_temps(out)
     paths = split_files(out)
     temps = {split: path.with_name(f".{path.name}.{os.getpid()}.tmp") for split, path in
              paths.items()}
@@ -548,25 +577,63 @@ class ListOpsTask(Task):
                  val_size: int = 2_000, test_size: int = 2_000, seed: int = 0):
         super().__init__(data_dir)
         _check_options(min_length, max_length, max_depth, max_args)
+        for name, size in (("train_size", train_size), ("val_size", val_size),
+                           ("test_size", test_size)):
+            if size < 1:
+                raise ValueError(f"ListOps: {name} must be >= 1, got {size}")
         self.options = {"min_length": min_length, "max_length": max_length,
                         "max_depth": max_depth, "max_args": max_args, "train_size": train_size,
                         "val_size": val_size, "test_size": test_size, "seed": seed}
         self.max_len = max_length
         self._sources: dict[str, ListOpsExamples] = {}
 
+    def _changed(self) -> list[str]:
+        defaults = _defaults()
+        return [key for key in self.options if self.options[key] != defaults[key]]
+
+    def _official(self) -> Path | None:
+        """The first official folder present; one that lacks a split file is an error (it is
+        never silently replaced by generated data)."""
+        for official in _OFFICIAL_DIRS:
+            candidate = self.data_dir / official
+            if candidate.is_dir():
+                missing = [p.name for p in split_files(candidate).values() if not p.is_file()]
+                if missing:
+                    raise DataError(f"{candidate}: an incomplete official ListOps folder (no "
+                                    f"{', '.join(missing)}); restore the missing files from the "
+                                    f"LRA release, or move the folder away to use generated data")
+                return candidate
+        return None
+
     @property
     def directory(self) -> Path:
         """Where the three TSV files are (or will be generated)."""
-        defaults = _defaults()
-        changed = [key for key in self.options if self.options[key] != defaults[key]]
+        changed = self._changed()
         if not changed:
-            for official in _OFFICIAL_DIRS:
-                candidate = self.data_dir / official
-                if all(p.is_file() for p in split_files(candidate).values()):
-                    return candidate
-            return self.data_dir / "listops"
+            return self._official() or self.data_dir / "listops"
         name = "_".join(f"{_OPTION_ABBREVIATIONS[key]}{self.options[key]}" for key in changed)
         return self.data_dir / "listops" / name
+
+    def provenance(self) -> Provenance:
+        directory = self.directory
+        official = not self._changed() and self._official() is not None
+        notes = ()
+        if not official and self._changed():
+            try:
+                present = self._official()
+            except DataError:
+                present = None
+            if present is not None:
+                differ = ", ".join(f"{k}={self.options[k]}" for k in self._changed())
+                notes = (f"the official {present} is not used: these data options differ from "
+                         f"the official set's ({differ}); reading generated data from {directory}",)
+        return Provenance(
+            folder=relative(directory, self.data_dir), origin="official" if official else "generated",
+            files={s: relative(p, self.data_dir) for s, p in split_files(directory).items()},
+            wanted={s: self.options[f"{s}_size"] for s in SPLITS},
+            generator=None if official else {"name": "lra listops", "version": GENERATOR_VERSION,
+                                             "seed": self.options["seed"]},
+            notes=notes)
 
     def prepare(self) -> None:
         directory = self.directory

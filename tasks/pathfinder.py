@@ -53,7 +53,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from tasks import DataError, Task, register
+from tasks import DataError, Provenance, Task, register, relative
 from tasks._snakes import DIFFICULTIES, PARAMS, Drawing, draw, metadata_fields
 
 __all__ = ["BATCH_SIZE", "DIFFICULTIES", "PathXTask", "PathfinderExamples", "PathfinderImages",
@@ -535,12 +535,39 @@ class _PathfinderTask(Task):
         """The official folder that is used, if any."""
         if self.options["seed"] != 0:
             return None
+        return self._official_present()
+
+    def _official_present(self) -> Path | None:
+        """The first official folder under the data directory, whatever the seed; one without
+        metadata files is an error (it is never silently replaced by generated images)."""
         for root in _OFFICIAL_ROOTS:
             folder = (self.data_dir / root / f"pathfinder{self.resolution}" /
                       folder_name(self.options["difficulty"]))
-            if _metadata_files(folder) and not (folder / _GENERATOR_FILE).exists():
-                return folder
+            if not folder.is_dir() or (folder / _GENERATOR_FILE).exists():
+                continue
+            if not _metadata_files(folder):
+                raise DataError(f"{folder}: an incomplete official Pathfinder folder (no "
+                                f"metadata/*.npy); restore it from the LRA release, or move it "
+                                f"away to use generated images")
+            return folder
         return None
+
+    def provenance(self) -> Provenance:
+        official = self.official_directory()
+        folder, n = official or self.generated_directory, self.options["num_images"]
+        n -= len(self.skipped)  # empty PNGs of the release are skipped (and reported) on reading
+        bounds = (0, n * 8 // 10, n * 9 // 10, n)
+        notes = ()
+        if official is None and (present := self._official_present()) is not None:
+            notes = (f"the official {present} is not used with data.seed={self.options['seed']} "
+                     f"(it is seed 0's); reading generated images from {folder}",)
+        return Provenance(
+            folder=relative(folder, self.data_dir), origin="official" if official else "generated",
+            files={s: relative(folder, self.data_dir) for s in SPLITS},
+            wanted={s: b - a for s, a, b in zip(SPLITS, bounds[:-1], bounds[1:])},
+            generator=None if official else {"name": "lra snakes2", "version": _GENERATOR_VERSION,
+                                             "seed": self.options["seed"]},
+            notes=notes)
 
     @property
     def generated_directory(self) -> Path:

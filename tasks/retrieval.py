@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tasks import DataError, Task, _tsv_cache, register
+from tasks import DataError, Provenance, Task, _tsv_cache, register, relative
 
 __all__ = ["FILES", "PairExamples", "RetrievalTask", "find_directory", "read_split"]
 
@@ -221,6 +221,12 @@ class RetrievalTask(Task):
         """Find the files and parse them once (the arrays are cached for later runs)."""
         for split in FILES:
             self._read(split, progress=True)
+
+    def provenance(self) -> Provenance:
+        directory = self.directory
+        return Provenance(folder=relative(directory, self.data_dir), origin="official",
+                          files={s: relative(directory / f, self.data_dir) for s, f in FILES.items()},
+                          wanted=dict(self.sizes))
 
     def source(self, split: str) -> PairExamples:
         if split not in FILES:

@@ -99,6 +99,9 @@ class TextTask(Task):
     def prepare(self) -> None:
         IMDB.ensure(self.data_dir)
 
+    def provenance(self):
+        return IMDB.provenance(self.data_dir, dict(SPLITS), self.sizes)
+
     def source(self, split: str) -> ByteExamples:
         if split not in SPLITS:
             raise ValueError(f"unknown split {split!r}; expected one of {', '.join(SPLITS)}")
