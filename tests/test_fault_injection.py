@@ -368,16 +368,30 @@ class _FullDisk(io.StringIO):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
 
+class _FullDiskAfter(io.StringIO):
+    """A metrics.jsonl append that fails with ENOSPC for records after ``step``."""
+
+    def __init__(self, real, step):
+        super().__init__()
+        self.real, self.step = real, step
+
+    def write(self, text):
+        if json.loads(text).get("step", 0) > self.step:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return self.real.write(text)
+
+    def close(self):
+        self.real.close()
+        super().close()
+
+
 def test_disk_full_is_one_line_and_keeps_the_checkpoint(base, tmp_path, monkeypatch):
     work = tmp_path / "w"
     real_open = builtins.open
-    opened = []
 
-    def open_(file, mode="r", *args, **kwargs):  # metrics.jsonl's 5th append: after step 10's save
+    def open_(file, mode="r", *args, **kwargs):  # the disk fills up after step 10's save
         if Path(str(file)) == work / "metrics.jsonl" and "a" in mode:
-            opened.append(file)
-            if len(opened) >= 5:
-                return _FullDisk()
+            return _FullDiskAfter(real_open(file, mode, *args, **kwargs), step=10)
         return real_open(file, mode, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "open", open_)
