@@ -12,6 +12,7 @@ import datetime as dt
 import json
 import os
 import platform
+import secrets
 import subprocess
 import tempfile
 from importlib import metadata
@@ -78,12 +79,17 @@ def write_json_atomic(path: Path, data: Any) -> None:
 
 
 def write_run(results_dir: Path, record: dict[str, Any]) -> Path:
-    """Write ``record`` under ``<results_dir>/runs/`` with a name no other run can take."""
+    """Write ``record`` under ``<results_dir>/runs/`` with a name no other run can take, here or on
+    another machine: ``<task>__<attn>__<preset>__seed<N>__<platform><count>__<UTC stamp>__<8 hex>``."""
     runs = Path(results_dir) / "runs"
     runs.mkdir(parents=True, exist_ok=True)
     stamp = record["date"].replace(":", "").replace("-", "")[:15]
+    # A random suffix: result files from many machines merge by copying into one runs/, and the
+    # same cell can finish on two machines in the same second (the O_EXCL claim below only
+    # protects one directory).
     base = (f"{record['task']}__{record['attention']}__{record['preset']}__seed{record['seed']}__"
-            f"{record['device']['platform']}{record['device']['count']}__{stamp}")
+            f"{record['device']['platform']}{record['device']['count']}__{stamp}__"
+            f"{secrets.token_hex(4)}")
     for n in range(1000):
         path = runs / (f"{base}.json" if n == 0 else f"{base}_{n}.json")
         try:  # claim the name atomically so two runs never write the same file
