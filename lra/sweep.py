@@ -302,7 +302,7 @@ class _Terminate:
 def execute(p: Plan, progress: Progress, term: _Terminate) -> tuple[int, str, float]:
     """Run one cell's lra.run with its output appended to ``<workdir>/sweep.log``.
 
-    Returns (exit status, the result file or the last error line, seconds).
+    Returns (exit status, what it wrote to the log, seconds).
     """
     command = [sys.executable, "-m", "lra.run", *p.argv, "--no-progress"]
     p.workdir.mkdir(parents=True, exist_ok=True)
@@ -324,10 +324,7 @@ def execute(p: Plan, progress: Progress, term: _Terminate) -> tuple[int, str, fl
     with open(log_path) as log:
         log.seek(offset)
         text = log.read()
-    results = [ln.split("result: ", 1)[1].strip() for ln in text.splitlines() if ln.startswith("result: ")]
-    if code == 0:
-        return code, (results[-1] if results else ""), seconds
-    return code, last_error_line(text), seconds
+    return code, text, seconds
 
 
 def _headline(result_file: Path) -> str:
@@ -360,8 +357,13 @@ def sweep(plans: list[Plan], stream: TextIO) -> tuple[Tally, list[tuple[Plan, st
                 continue
             if term.requested:
                 break
-            code, said, seconds = execute(p, progress, term)
+            code, text, seconds = execute(p, progress, term)
             tally.run_seconds += seconds
+            said = [ln.split("result: ", 1)[1].strip() for ln in text.splitlines()
+                    if ln.startswith("result: ")]
+            said = said[-1] if said else ""
+            if code == 0 and not said and "SIGTERM: checkpoint saved" in text:
+                term.requested = True  # the run alone was told to stop (the machine is going away)
             if code == 0 and said:
                 tally.done += 1
                 progress.line(f"{head} done in {_clock(seconds)}"
@@ -370,7 +372,7 @@ def sweep(plans: list[Plan], stream: TextIO) -> tuple[Tally, list[tuple[Plan, st
             elif code == 0 and term.requested:
                 progress.line(f"{head} stopped by SIGTERM after {_clock(seconds)}; checkpoint saved")
             else:
-                reason = (f"exit status {code}: {said}" if code > 0 else
+                reason = (f"exit status {code}: {last_error_line(text)}" if code > 0 else
                           f"killed by signal {-code}" if code < 0 else
                           "exit status 0 but no result file was written")
                 tally.failed += 1
