@@ -85,20 +85,25 @@ def write_run(results_dir: Path, record: dict[str, Any]) -> Path:
     runs.mkdir(parents=True, exist_ok=True)
     stamp = record["date"].replace(":", "").replace("-", "")[:15]
     # A random suffix: result files from many machines merge by copying into one runs/, and the
-    # same cell can finish on two machines in the same second (the O_EXCL claim below only
-    # protects one directory).
+    # same cell can finish on two machines in the same second (the claim below only protects one
+    # directory).
     base = (f"{record['task']}__{record['attention']}__{record['preset']}__seed{record['seed']}__"
             f"{record['device']['platform']}{record['device']['count']}__{stamp}__"
             f"{secrets.token_hex(4)}")
-    for n in range(1000):
-        path = runs / (f"{base}.json" if n == 0 else f"{base}_{n}.json")
-        try:  # claim the name atomically so two runs never write the same file
-            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-        except FileExistsError:
-            continue
-        os.close(fd)
-        write_json_atomic(path, record)
-        return path
+    fd, tmp = tempfile.mkstemp(dir=runs, prefix=f".{base}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(record, f, indent=2, sort_keys=True)
+            f.write("\n")
+        for n in range(1000):
+            path = runs / (f"{base}.json" if n == 0 else f"{base}_{n}.json")
+            try:  # a hard link claims the name atomically, complete: a kill never leaves an empty file
+                os.link(tmp, path)
+            except FileExistsError:
+                continue
+            return path
+    finally:
+        Path(tmp).unlink(missing_ok=True)
     raise RuntimeError(f"could not find a free result file name for {base} in {runs}")
 
 

@@ -163,6 +163,9 @@ def test_result_file_names_never_collide_across_machines(tmp_path):
     a = results.write_run(tmp_path / "machine_a", record)  # the same cell, the same second
     b = results.write_run(tmp_path / "machine_b", record)
     assert a.name != b.name and a.name.startswith("listops__softmax__small__seed0__cpu1__20260101T000000")
+    c = results.write_run(tmp_path / "machine_a", record)
+    assert c != a and json.loads(c.read_text()) == record == json.loads(a.read_text())
+    assert sorted(p.name for p in (tmp_path / "machine_a" / "runs").iterdir()) == sorted([a.name, c.name])
 
 
 # ----------------------------------------------------------------------------------------------
