@@ -139,9 +139,13 @@ def shard(cells: Iterable[Cell], index: int, count: int) -> list[Cell]:
 
 
 def run_argv(cell: Cell, args: argparse.Namespace, workdir: Path) -> list[str]:
-    """lra.run's flags for one cell. (Hook: a config flag that lra.run gains, such as a training
-    protocol, is forwarded here and added to this parser; the skip check then compares it with no
-    further code, since configs are resolved by lra.run's own parser from these flags.)"""
+    """lra.run's flags for one cell.
+
+    Hook for ``--protocol`` (issue 14): lra.run has no such flag yet. When it gains one (or any
+    other flag that changes the config), add it to this module's parser and append it here; the
+    skip check then compares it with no further code, since each cell's config is resolved by
+    lra.run's own parser and ``resolve_config`` from exactly these flags.
+    """
     argv = ["--task", cell.task, "--attn", cell.attention, "--preset", args.preset,
             "--seed", str(cell.seed), "--workdir", str(workdir), "--results-dir", str(args.results_dir)]
     if args.data_dir is not None:
@@ -171,8 +175,8 @@ def finished_configs(results_dir: Path) -> dict[str, str]:
     return done
 
 
-def decide(cell: Cell, config: config_lib.Config, workdir: Path, finished: dict[str, str]) -> tuple[str, str]:
-    """(action, detail) for one cell whose resolved config is ``config``."""
+def decide(config: config_lib.Config, workdir: Path, finished: dict[str, str]) -> tuple[str, str]:
+    """(action, detail) for the cell whose resolved config is ``config`` and work dir ``workdir``."""
     current = json.loads(json.dumps(config.to_dict()))  # as a result file holds it (lists, not tuples)
     if _canonical(current) in finished:
         return "skip", f"result {finished[_canonical(current)]}"
@@ -204,7 +208,7 @@ def plan(cells: list[Cell], args: argparse.Namespace, *, decide_actions: bool = 
         except (config_lib.ConfigError, ValueError) as err:
             raise SweepError(f"{cell}: {err}") from None
         workdir = Path(args.workdirs) / run_cli.workdir_name(config)
-        action, detail = decide(cell, config, workdir, finished) if decide_actions else ("run", "")
+        action, detail = decide(config, workdir, finished) if decide_actions else ("run", "")
         plans.append(Plan(cell, run_argv(cell, args, workdir), workdir, action, detail))
     return plans
 
