@@ -19,6 +19,7 @@ next save.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -191,3 +192,22 @@ def check_same_config(saved: dict[str, Any], current: dict[str, Any]) -> None:
         raise ConfigMismatchError(
             "the work directory holds a checkpoint of a different configuration:\n"
             + "\n".join(lines) + "\nuse another --workdir, or delete its checkpoints/ to start over")
+
+
+def peek_last(workdir: Path) -> tuple[int, dict[str, Any] | None] | None:
+    """(step, config) of the last checkpoint in ``workdir``, or None when it holds none.
+
+    Read from the files, without a CheckpointManager (which would create directories): ``lra.sweep``
+    looks into many work directories before it starts anything. Only finalised steps count (orbax
+    writes a step under a temporary name and renames it to the step number when complete). The
+    config is None where the meta file cannot be read.
+    """
+    last = Path(workdir) / "checkpoints" / "last"
+    steps = sorted(int(p.name) for p in last.iterdir() if p.name.isdigit()) if last.is_dir() else []
+    if not steps:
+        return None
+    try:  # orbax's JsonSave of the "meta" item, written by Checkpoints.save
+        meta = json.loads((last / str(steps[-1]) / "meta" / "metadata").read_text())
+        return steps[-1], meta["config"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return steps[-1], None

@@ -12,6 +12,7 @@ import datetime as dt
 import json
 import os
 import platform
+import secrets
 import subprocess
 import tempfile
 from importlib import metadata
@@ -77,22 +78,46 @@ def write_json_atomic(path: Path, data: Any) -> None:
         raise
 
 
-def claim_run_path(results_dir: Path, record: dict[str, Any]) -> Path:
-    """Claim (create empty) a file under ``<results_dir>/runs/`` with a name no other run can take."""
-    runs = Path(results_dir) / "runs"
-    runs.mkdir(parents=True, exist_ok=True)
+def run_path(results_dir: Path, record: dict[str, Any]) -> Path:
+    """The result file name of ``record`` under ``<results_dir>/runs/``, unique here and on any
+    other machine: ``<task>__<attn>__<preset>__seed<N>__<platform><count>__<UTC stamp>__<8 hex>``.
+
+    Nothing is created: ``write_new`` writes the file whole under this name.
+    """
     stamp = record["date"].replace(":", "").replace("-", "")[:15]
+    # A random suffix: result files from many machines merge by copying into one runs/, and the
+    # same cell can finish on two machines in the same second.
     base = (f"{record['task']}__{record['attention']}__{record['preset']}__seed{record['seed']}__"
-            f"{record['device']['platform']}{record['device']['count']}__{stamp}")
-    for n in range(1000):
-        path = runs / (f"{base}.json" if n == 0 else f"{base}_{n}.json")
-        try:  # claim the name atomically so two runs never write the same file
-            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            f"{record['device']['platform']}{record['device']['count']}__{stamp}__"
+            f"{secrets.token_hex(4)}")
+    return Path(results_dir) / "runs" / f"{base}.json"
+
+
+def write_new(path: Path, record: dict[str, Any]) -> None:
+    """Write ``record`` to ``path``, which must not exist, all at once: the JSON goes to a temporary
+    file that a hard link then claims under its name, so a kill never leaves a partial or empty
+    result file and an existing one is never replaced."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(record, f, indent=2, sort_keys=True)
+            f.write("\n")
+        os.link(tmp, path)  # FileExistsError if the name is taken
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+
+
+def write_run(results_dir: Path, record: dict[str, Any]) -> Path:
+    """Write ``record`` under ``<results_dir>/runs/`` with a name no other run can take."""
+    for _ in range(100):
+        path = run_path(results_dir, record)
+        try:
+            write_new(path, record)
         except FileExistsError:
             continue
-        os.close(fd)
         return path
-    raise RuntimeError(f"could not find a free result file name for {base} in {runs}")
+    raise RuntimeError(f"could not find a free result file name in {Path(results_dir) / 'runs'}")
 
 
 def eval_history(curve: list[list[float]]) -> dict[str, list]:
@@ -104,13 +129,6 @@ def eval_history(curve: list[list[float]]) -> dict[str, list]:
     return {"step": [int(s) for s, _, _ in curve],
             "val_accuracy": [round(float(a), 6) for _, a, _ in curve],
             "val_loss": [round(float(v), 5) for _, _, v in curve]}
-
-
-def write_run(results_dir: Path, record: dict[str, Any]) -> Path:
-    """Write ``record`` under ``<results_dir>/runs/`` with a name no other run can take."""
-    path = claim_run_path(results_dir, record)
-    write_json_atomic(path, record)
-    return path
 
 
 def now() -> str:

@@ -60,11 +60,25 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def resolve_config(args: argparse.Namespace) -> config_lib.Config:
+    """The run's resolved config from its parsed flags (``lra.sweep`` resolves each cell here too,
+    so a flag that changes the config is compared by the sweep's skip check without more code).
+    Raises ``ConfigError`` or ``ValueError`` with a one-line message."""
+    cfg = config_lib.load(args.task, args.attn, preset=args.preset, seed=args.seed,
+                          overrides=args.overrides)
+    attention.check_options(cfg.attention, cfg.attn)
+    return cfg
+
+
+def workdir_name(cfg: config_lib.Config) -> str:
+    """The default work directory's name under ``workdirs/`` (``lra.sweep`` uses the same)."""
+    return f"{cfg.task}-{cfg.attention}-{cfg.preset}-seed{cfg.seed}"
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
-        cfg = config_lib.load(args.task, args.attn, preset=args.preset, seed=args.seed,
-                              overrides=args.overrides)
+        cfg = resolve_config(args)
     except (config_lib.ConfigError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -87,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     from lra.train import NonFiniteError, train_and_evaluate
     from lra.workdir import WorkdirLockedError
 
-    workdir = args.workdir or Path("workdirs") / f"{cfg.task}-{cfg.attention}-{cfg.preset}-seed{cfg.seed}"
+    workdir = args.workdir or Path("workdirs") / workdir_name(cfg)
     data_dir = args.data_dir or default_data_dir()
     try:
         record = train_and_evaluate(cfg, workdir, data_dir=data_dir, results_dir=args.results_dir,

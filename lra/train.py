@@ -232,11 +232,10 @@ def train_and_evaluate(config: Config, workdir: Path, *, data_dir: Path,
 def _existing(record: dict[str, Any], workdir: Path, results_dir: Path | None) -> dict[str, Any]:
     """Report the completed run of ``workdir``; write its result file only if it never was."""
     path = record.get("result_file")
-    missing = path and (not Path(path).is_file() or Path(path).stat().st_size == 0)
+    missing = path and not Path(path).is_file()
     if results_dir is not None and jax.process_index() == 0 and missing:
         # Killed between result.json and the result file: the measured record, written once.
-        results.write_json_atomic(Path(path), {k: v for k, v in record.items()
-                                               if k != "result_file"})
+        results.write_new(Path(path), {k: v for k, v in record.items() if k != "result_file"})
         print(f"{workdir} had completed; its missing result file is written now", file=sys.stderr)
     else:
         print(f"{workdir} holds a completed run; nothing is trained or written (use --force to "
@@ -429,11 +428,11 @@ def _train(config: Config, workdir: Path, *, data_dir: Path, results_dir: Path |
     if jax.process_index() == 0:
         # result.json first, naming the result file: a run killed between the two writes finds
         # it on re-run and writes that file once (never a second result for one run).
-        path = results.claim_run_path(results_dir, record) if results_dir is not None else None
+        path = results.run_path(results_dir, record) if results_dir is not None else None
         results.write_json_atomic(workdir / workdir_lib.RESULT_FILE,
                                   {**record, **({"result_file": str(path)} if path else {})})
         if path is not None:
-            results.write_json_atomic(path, record)
+            results.write_new(path, record)
             record["result_file"] = str(path)
     return record
 

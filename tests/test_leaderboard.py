@@ -90,8 +90,9 @@ def test_efficiency_table_like_lra_table2(results_dir):
 def test_accuracy_tables_and_published_rows_stay_apart(results_dir):
     text = leaderboard.render(results_dir)
     measured, published = text.split("## Published reference rows (not measured here)")
-    assert "37.00 ± 1.41 (2)" in measured  # softmax test accuracy at best val, mean ± std over seeds
-    assert "36.00 ± 1.41 (2)" in measured  # ... and at the last step
+    # softmax test accuracy at best val, mean ± std over seeds [95% interval] (n) ...
+    assert "37.00 ± 1.41 [24.29, 49.71] (2)" in measured
+    assert "36.00 ± 1.41 [23.29, 48.71] (2)" in measured  # ... and at the last step
     assert "| published |" not in measured and "| published |" in published
     assert "### Published: LRA Table 2" in published
     assert "| softmax | 8.1 | 4.9 | 2.3 | 1.4 | 0.85 | 2.65 | 5.51 | 9.48 | published |" in published
@@ -101,8 +102,8 @@ def test_headline_is_the_last_step_and_best_val_marks_text(results_dir):
     measured = leaderboard.render(results_dir).split("## Published")[0]
     headline, second = measured.split("Test accuracy at the best-validation step")
     assert "**Test accuracy at the last step** (LRA's protocol; the headline)" in headline
-    assert "| softmax | 36.00 ± 1.41 (2) |" in headline  # the last-step values (best - 0.01)
-    assert "| softmax | 37.00 ± 1.41 (2) |" in second
+    assert "| softmax | **36.00 ± 1.41 [23.29, 48.71] (2)** |" in headline  # last step (best - 0.01)
+    assert "| softmax | **37.00 ± 1.41 [24.29, 49.71] (2)** |" in second
     assert "| text (validation = test split) |" in second
     assert "validation = test split" not in headline
 

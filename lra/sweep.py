@@ -1,0 +1,475 @@
+"""Run a grid of tasks x attention families x seeds: ``python -m lra.sweep``.
+
+    python -m lra.sweep --task listops,pathfinder --attn all --seeds 0,1,2 --preset small
+    python -m lra.sweep ... --dry-run          # what would run, be skipped, resume
+    python -m lra.sweep ... --list             # the lra.run commands, one per line
+    python -m lra.sweep ... --shard 3/8        # the 4th of 8 disjoint slices (indices from 0)
+
+Each cell runs as ``python -m lra.run`` in its own process (memory returns between runs), with
+lra.run's work-directory naming (``<workdirs>/<task>-<attn>-<preset>-seed<N>``), resume and result
+files. Before anything starts, every cell's config is resolved by lra.run's own parser and
+``lra.run.resolve_config`` (a bad ``--set`` is a one-line error at once), and each cell is decided:
+
+* ``skip``: a result file under ``<results-dir>/runs/`` holds the same resolved config. The
+  configs are compared, not the file names: a name says task, family, preset and seed but not the
+  overrides.
+* ``resume``: the work directory holds a checkpoint of that config; lra.run continues from it.
+* ``conflict``: the work directory holds a checkpoint of another config (other ``--set`` values
+  under the same name); lra.run would refuse it, so the cell is recorded as failed without running.
+  Give each set of overrides its own ``--workdirs``.
+* ``run``: otherwise.
+
+A cell that exits non-zero is recorded (exit status and the last error line of its log,
+``<workdir>/sweep.log``) and the sweep goes on; failures are listed at the end and the exit status
+is 1 (2 for a bad command line). SIGTERM is passed on to the running cell, which saves a checkpoint
+and exits (lra.run's preemption); the sweep then stops and exits 0 like lra.run, and the same command
+resumes it. At the end the leaderboard is rebuilt (``--no-leaderboard`` for shards that share one
+results directory: rebuild once after they finish).
+
+Sharding: the grid is sorted by (task, family, seed) and shard I of N takes every N-th cell from the
+I-th, so the N shards are disjoint, cover the grid, do not depend on the order the flags list names
+in, and mix tasks (a shard gets a share of the long Pathfinder runs, not all of them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+import attention
+import tasks
+from lra import config as config_lib
+from lra import run as run_cli
+from lra.checkpoint import peek_last
+from lra.config import flatten
+from lra.registry import UnknownNameError
+
+
+class SweepError(ValueError):
+    """A sweep the user asked for cannot be set up; the message says why (exit status 2)."""
+
+
+@dataclass(frozen=True, order=True)
+class Cell:
+    """One run of the grid. The field order is the canonical order that shards are cut from."""
+
+    task: str
+    attention: str
+    seed: int
+
+    def __str__(self) -> str:
+        return f"{self.task}/{self.attention} seed {self.seed}"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the sweep does with one cell: ``action`` in run | resume | skip | conflict."""
+
+    cell: Cell
+    argv: list[str]  # lra.run's flags
+    workdir: Path
+    action: str
+    detail: str = ""
+
+
+# ----------------------------------------------------------------------------------------------
+# The grid: expansion, sharding, each cell's lra.run flags.
+
+
+def _names(text: str, known: list[str], kind: str) -> list[str]:
+    """A comma-separated list of registered names, or ``all`` for every one (sorted, no repeats)."""
+    if text.strip() == "all":
+        return list(known)
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names:
+        raise SweepError(f"--{kind} is empty; give names separated by commas, or all")
+    for n in names:
+        if n not in known:
+            raise SweepError(f"unknown {kind} {n!r}; choose from: all, {', '.join(known)}")
+    return sorted(set(names))
+
+
+def parse_seeds(text: str) -> list[int]:
+    """``"0,1,2"`` -> [0, 1, 2]; a range ``"0-4"`` is 0..4 inclusive."""
+    seeds: set[int] = set()
+    for part in (p.strip() for p in text.split(",")):
+        lo, dash, hi = part.partition("-")
+        try:
+            seeds.update(range(int(lo), int(hi) + 1) if dash and lo else {int(part)})
+        except ValueError:
+            raise SweepError(f"--seeds: expected integers like 0,1,2 or 0-4, got {part!r}") from None
+    if not seeds or min(seeds) < 0:
+        raise SweepError(f"--seeds: expected non-negative integers like 0,1,2 or 0-4, got {text!r}")
+    return sorted(seeds)
+
+
+def expand(task_arg: str, attn_arg: str, seeds: Iterable[int]) -> list[Cell]:
+    """Every (task, family, seed) named, in canonical order. ``all`` families includes those that
+    packages outside this tree register through the ``lra.attention`` entry-point group."""
+    task_names = _names(task_arg, tasks.available(), "task")
+    attn_names = _names(attn_arg, attention.available(), "attn")
+    return sorted(Cell(t, a, s) for t in task_names for a in attn_names for s in set(seeds))
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """``"I/N"`` -> (I, N) with 0 <= I < N."""
+    index, slash, count = text.partition("/")
+    try:
+        i, n = int(index), int(count)
+    except ValueError:
+        i, n = -1, 0
+    if not slash or n < 1 or not 0 <= i < n:
+        raise SweepError(f"--shard: expected I/N with 0 <= I < N (e.g. 0/4 .. 3/4), got {text!r}")
+    return i, n
+
+
+def shard(cells: Iterable[Cell], index: int, count: int) -> list[Cell]:
+    """The ``index``-th of ``count`` disjoint slices: every ``count``-th cell of the sorted grid."""
+    return sorted(cells)[index::count]
+
+
+def run_argv(cell: Cell, args: argparse.Namespace, workdir: Path) -> list[str]:
+    """lra.run's flags for one cell.
+
+    Hook for ``--protocol`` (issue 14): lra.run has no such flag yet. When it gains one (or any
+    other flag that changes the config), add it to this module's parser and append it here; the
+    skip check then compares it with no further code, since each cell's config is resolved by
+    lra.run's own parser and ``resolve_config`` from exactly these flags.
+    """
+    argv = ["--task", cell.task, "--attn", cell.attention, "--preset", args.preset,
+            "--seed", str(cell.seed), "--workdir", str(workdir), "--results-dir", str(args.results_dir)]
+    if args.data_dir is not None:
+        argv += ["--data-dir", str(args.data_dir)]
+    for pair in args.overrides:
+        argv += ["--set", pair]
+    return argv
+
+
+# ----------------------------------------------------------------------------------------------
+# Decisions: skip, resume, conflict or run, from the result files and the work directories.
+
+
+def _canonical(config: dict[str, Any]) -> str:
+    return json.dumps(config, sort_keys=True)
+
+
+def finished_configs(results_dir: Path) -> dict[str, str]:
+    """{canonical resolved config: result file name} of the result files in ``<results_dir>/runs``."""
+    done: dict[str, str] = {}
+    for path in sorted((Path(results_dir) / "runs").glob("*.json")):
+        try:
+            config = json.loads(path.read_text())["config"]
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            raise SweepError(f"{path}: not a valid result file ({err!r}); move it away or fix it") from None
+        done.setdefault(_canonical(config), path.name)
+    return done
+
+
+def decide(config: config_lib.Config, workdir: Path, finished: dict[str, str]) -> tuple[str, str]:
+    """(action, detail) for the cell whose resolved config is ``config`` and work dir ``workdir``."""
+    current = json.loads(json.dumps(config.to_dict()))  # as a result file holds it (lists, not tuples)
+    if _canonical(current) in finished:
+        return "skip", f"result {finished[_canonical(current)]}"
+    saved = peek_last(workdir)
+    if saved is None:
+        return "run", ""
+    step, saved_config = saved
+    if saved_config is None:  # lra.run checks it when it starts
+        return "resume", f"from step {step} (config not readable here)"
+    a, b = flatten(saved_config), flatten(current)
+    differ = sorted(k for k in a.keys() | b.keys() if a.get(k, "<absent>") != b.get(k, "<absent>"))
+    if differ:
+        return "conflict", (f"{workdir} holds a checkpoint of another config ({', '.join(differ)}); "
+                            f"use another --workdirs or delete its checkpoints/")
+    return "resume", f"from step {step} of {config.train.num_steps}"
+
+
+def plan(cells: list[Cell], args: argparse.Namespace, *, decide_actions: bool = True) -> list[Plan]:
+    """Resolve every cell's config (through lra.run's parser) and decide what to do with it
+    (without ``decide_actions``, every action is ``run`` and no result file is read)."""
+    finished = finished_configs(args.results_dir) if decide_actions else {}
+    parser = run_cli.parser()
+    plans = []
+    for cell in cells:
+        # The work directory is named from the resolved config, so resolve once without it.
+        probe = run_argv(cell, args, Path("."))
+        try:
+            config = run_cli.resolve_config(parser.parse_args(probe))
+        except (config_lib.ConfigError, ValueError) as err:
+            raise SweepError(f"{cell}: {err}") from None
+        workdir = Path(args.workdirs) / run_cli.workdir_name(config)
+        action, detail = decide(config, workdir, finished) if decide_actions else ("run", "")
+        plans.append(Plan(cell, run_argv(cell, args, workdir), workdir, action, detail))
+    return plans
+
+
+# ----------------------------------------------------------------------------------------------
+# Running: one process per cell, one line per run, an overall bar.
+
+
+def _clock(seconds: float) -> str:
+    s = round(seconds)
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+
+@dataclass
+class Tally:
+    """Counts of the sweep so far and what the overall bar shows."""
+
+    total: int
+    skipped: int = 0
+    done: int = 0
+    failed: int = 0
+    run_seconds: float = 0.0  # wall time of the runs finished so far (done or failed)
+
+    def bar(self, width: int = 24) -> str:
+        """``[#####-----] 7/20 | done 3 | failed 1 | skipped 3 | ETA 0:41:10``. The ETA is the mean
+        wall time of this sweep's finished runs times the runs left (unknown before the first)."""
+        finished = self.skipped + self.done + self.failed
+        filled = width * finished // self.total if self.total else width
+        ran = self.done + self.failed
+        left = self.total - finished
+        eta = _clock(self.run_seconds / ran * left) if ran else ("0:00:00" if not left else "?")
+        return (f"[{'#' * filled}{'-' * (width - filled)}] {finished}/{self.total} | done {self.done} "
+                f"| failed {self.failed} | skipped {self.skipped} | ETA {eta}")
+
+
+class Progress:
+    """Per-run lines, each followed by the overall bar. On a terminal the bar is one line redrawn in
+    place (with the running cell's elapsed time); in a log file it is printed after each run."""
+
+    def __init__(self, tally: Tally, stream: TextIO):
+        self.tally, self.stream = tally, stream
+        self.live = stream.isatty()
+
+    def line(self, text: str) -> None:
+        self.stream.write(("\r\033[K" if self.live else "") + text + "\n")
+        self.show()
+
+    def show(self, running: str = "") -> None:
+        if self.live:
+            self.stream.write("\r\033[K" + self.tally.bar() + (f" | {running}" if running else ""))
+        elif not running:
+            self.stream.write(self.tally.bar() + "\n")
+        self.stream.flush()
+
+
+# A traceback's exception line: "RuntimeError: ...", "jax.errors.JaxRuntimeError: ...", "KeyboardInterrupt".
+_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit)\b(:|$)")
+
+
+def last_error_line(log_text: str) -> str:
+    """The last line starting with ``error:`` (lra.run's one-line errors), else the last exception
+    line of a traceback (JAX prints a note after it), else the last line."""
+    lines = [ln.strip() for ln in log_text.splitlines() if ln.strip()]
+    errors = ([ln for ln in lines if ln.startswith("error:")]
+              or [ln for ln in lines if _EXCEPTION_LINE.match(ln)] or lines or ["(no output)"])
+    line = errors[-1]
+    return line if len(line) <= 300 else line[:297] + "..."
+
+
+class _Terminate:
+    """SIGTERM: pass it on to the running cell (which checkpoints and exits) and start no more."""
+
+    def __init__(self):
+        self.requested = False
+        self.child: subprocess.Popen | None = None
+        self._previous = None
+
+    def __enter__(self):
+        try:
+            self._previous = signal.signal(signal.SIGTERM, self._handle)
+        except ValueError:  # not the main thread
+            self._previous = None
+        return self
+
+    def _handle(self, signum, frame):
+        self.requested = True
+        if self.child is not None and self.child.poll() is None:
+            self.child.send_signal(signal.SIGTERM)
+
+    def __exit__(self, *exc):
+        if self._previous is not None:
+            signal.signal(signal.SIGTERM, self._previous)
+
+
+def execute(p: Plan, progress: Progress, term: _Terminate) -> tuple[int, str, float]:
+    """Run one cell's lra.run with its output appended to ``<workdir>/sweep.log``.
+
+    Returns (exit status, what it wrote to the log, seconds).
+    """
+    command = [sys.executable, "-m", "lra.run", *p.argv, "--no-progress"]
+    p.workdir.mkdir(parents=True, exist_ok=True)
+    log_path = p.workdir / "sweep.log"
+    started = time.monotonic()
+    with open(log_path, "a") as log:
+        log.write(f"== lra.sweep {time.strftime('%Y-%m-%dT%H:%M:%S%z')}: {shlex.join(command)}\n")
+        log.flush()
+        offset = log.tell()
+        term.child = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+        while True:
+            try:
+                code = term.child.wait(timeout=1.0)
+                break
+            except subprocess.TimeoutExpired:
+                progress.show(f"{p.cell}: {p.action} {_clock(time.monotonic() - started)}")
+        term.child = None
+    seconds = time.monotonic() - started
+    with open(log_path) as log:
+        log.seek(offset)
+        text = log.read()
+    return code, text, seconds
+
+
+def _headline(result_file: Path) -> str:
+    try:
+        accuracy = json.loads(result_file.read_text())["metrics"]["test_accuracy_at_last"]
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        return f"result file unreadable ({err!r})"
+    return f"test accuracy {100 * accuracy:.2f}% at the last step"
+
+
+def sweep(plans: list[Plan], stream: TextIO) -> tuple[Tally, list[tuple[Plan, str]], bool]:
+    """Run the plans in order. Returns the tally, the failures (plan, reason) and whether SIGTERM
+    stopped the sweep early."""
+    tally = Tally(total=len(plans))
+    progress = Progress(tally, stream)
+    failures: list[tuple[Plan, str]] = []
+    position = 0
+    with _Terminate() as term:
+        for p in plans:
+            position += 1
+            head = f"[{position}/{len(plans)}] {p.cell}:"
+            if p.action == "skip":
+                tally.skipped += 1
+                progress.line(f"{head} skipped ({p.detail})")
+                continue
+            if p.action == "conflict":
+                tally.failed += 1
+                failures.append((p, p.detail))
+                progress.line(f"{head} FAILED: {p.detail}")
+                continue
+            if term.requested:
+                break
+            code, text, seconds = execute(p, progress, term)
+            tally.run_seconds += seconds
+            said = [ln.split("result: ", 1)[1].strip() for ln in text.splitlines()
+                    if ln.startswith("result: ")]
+            said = said[-1] if said else ""
+            if code == 0 and not said and "SIGTERM: checkpoint saved" in text:
+                term.requested = True  # the run alone was told to stop (the machine is going away)
+            if code == 0 and said:
+                tally.done += 1
+                progress.line(f"{head} done in {_clock(seconds)}"
+                              + (f" (resumed {p.detail})" if p.action == "resume" else "")
+                              + f": {_headline(Path(said))}, result {Path(said).name}")
+            elif code == 0 and term.requested:
+                progress.line(f"{head} stopped by SIGTERM after {_clock(seconds)}; checkpoint saved")
+            else:
+                reason = (f"exit status {code}: {last_error_line(text)}" if code > 0 else
+                          f"killed by signal {-code}" if code < 0 else
+                          "exit status 0 but no result file was written")
+                tally.failed += 1
+                failures.append((p, reason))
+                progress.line(f"{head} FAILED after {_clock(seconds)} ({reason}; log "
+                              f"{p.workdir / 'sweep.log'})")
+            if term.requested:
+                break
+    return tally, failures, term.requested
+
+
+# ----------------------------------------------------------------------------------------------
+# Command line.
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m lra.sweep",
+        description="Run every (task, attention family, seed) of a grid with lra.run, skipping "
+                    "finished cells and resuming unfinished ones.",
+        epilog=f"tasks: {', '.join(tasks.available())}\nattentions: {', '.join(attention.available())}",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--task", required=True, metavar="TASKS",
+                   help="comma-separated task names, or all")
+    p.add_argument("--attn", required=True, metavar="ATTNS",
+                   help="comma-separated attention families, or all (every registered family, "
+                        "including those from the lra.attention entry-point group)")
+    p.add_argument("--seeds", default="0", help="e.g. 0,1,2 or 0-4 (default: 0)")
+    p.add_argument("--preset", default="paper", choices=config_lib.PRESETS)
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="passed on to every run (lra.run --set)")
+    p.add_argument("--results-dir", type=Path, default=Path("results"),
+                   help="result files go under its runs/; finished cells are found there "
+                        "(default: results)")
+    p.add_argument("--workdirs", type=Path, default=Path("workdirs"),
+                   help="parent of the runs' work directories (default: workdirs, as lra.run)")
+    p.add_argument("--data-dir", type=Path, default=None,
+                   help="passed on to lra.run (default: $LRA_DATA_DIR, else ~/.cache/lra)")
+    p.add_argument("--shard", default=None, metavar="I/N",
+                   help="run only the I-th of N disjoint slices of the grid, 0 <= I < N "
+                        "(e.g. --shard $SLURM_ARRAY_TASK_ID/$SLURM_ARRAY_TASK_COUNT)")
+    what = p.add_mutually_exclusive_group()
+    what.add_argument("--list", action="store_true",
+                      help="print the lra.run command of every cell (of the shard), one per line")
+    what.add_argument("--dry-run", action="store_true",
+                      help="print what would run, be skipped and resume; run nothing")
+    p.add_argument("--no-leaderboard", action="store_true",
+                   help="do not rebuild <results-dir>/LEADERBOARD.md at the end")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        if any(pair.partition("=")[0].strip() == "seed" for pair in args.overrides):
+            raise SweepError("--set seed=... would give every cell one seed; use --seeds")
+        cells = expand(args.task, args.attn, parse_seeds(args.seeds))
+        if args.shard is not None:
+            cells = shard(cells, *parse_shard(args.shard))
+        plans = plan(cells, args, decide_actions=not args.list)
+        if args.list:
+            for p in plans:
+                print(shlex.join(["python", "-m", "lra.run", *p.argv]))
+            return 0
+    except (SweepError, UnknownNameError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    if args.dry_run:
+        for p in plans:
+            print(f"{p.action:8} {p.cell}" + (f": {p.detail}" if p.detail else f" in {p.workdir}"))
+        counts = {a: sum(p.action == a for p in plans) for a in ("run", "resume", "skip", "conflict")}
+        print(", ".join(f"{n} {a}" for a, n in counts.items()) + f" ({len(plans)} cells)")
+        return 0
+
+    stream = sys.stderr
+    print(f"lra.sweep: {len(plans)} cells; logs in each work directory's sweep.log", file=stream)
+    tally, failures, stopped = sweep(plans, stream)
+    if stopped:
+        left = tally.total - tally.done - tally.failed - tally.skipped
+        print(f"SIGTERM: sweep stopped with {left} cells unfinished; re-run the same command to "
+              f"continue", file=stream)
+        return 0
+    if failures:
+        print(f"{len(failures)} of {len(plans)} cells failed:", file=stream)
+        for p, reason in failures:
+            print(f"  {p.cell}: {reason}", file=stream)
+    if not args.no_leaderboard:
+        from lra import leaderboard  # matplotlib: only when needed
+
+        if leaderboard.main(["--results-dir", str(args.results_dir)]) != 0:
+            return 1
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

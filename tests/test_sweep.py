@@ -1,0 +1,261 @@
+"""`python -m lra.sweep`: grid, shards, skip/resume decisions, and tiny sweeps end to end."""
+
+import json
+import os
+import random
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import attention
+from lra import results, sweep
+from lra import run as run_cli
+
+TINY = ["--preset", "tiny", "--set", "data.train_size=64", "--set", "data.val_size=16",
+        "--set", "data.test_size=16", "--set", "train.num_steps=6", "--set", "train.eval_every=3",
+        "--set", "train.checkpoint_every=3"]
+
+
+# ----------------------------------------------------------------------------------------------
+# The grid and its shards.
+
+
+def test_grid_expansion():
+    cells = sweep.expand("pathfinder,listops", "softmax,linear,softmax", sweep.parse_seeds("2,0-1"))
+    assert len(cells) == 2 * 2 * 3
+    assert cells[0] == sweep.Cell("listops", "linear", 0) and cells == sorted(cells)
+    assert {(c.task, c.attention, c.seed) for c in cells} == {
+        (t, a, s) for t in ("listops", "pathfinder") for a in ("linear", "softmax") for s in (0, 1, 2)}
+    every = sweep.expand("listops", "all", [0])
+    assert [c.attention for c in every] == attention.available() and len(every) >= 15
+
+
+@pytest.mark.parametrize("bad, message", [
+    (("listops", "softmx", "0"), "unknown attn 'softmx'; choose from: all, bigbird"),
+    (("listop", "softmax", "0"), "unknown task 'listop'"),
+    (("listops", "softmax", "0,x"), "--seeds: expected integers"),
+    (("listops", "", "0"), "--attn is empty"),
+])
+def test_grid_errors_are_one_line(bad, message):
+    with pytest.raises(sweep.SweepError, match=message.replace("(", r"\(")):
+        sweep.expand(bad[0], bad[1], sweep.parse_seeds(bad[2]))
+
+
+@pytest.mark.parametrize("count", [1, 2, 3, 5, 7, 40])
+def test_shards_partition_the_grid_whatever_its_order(count):
+    grid = sweep.expand("listops,pathfinder,text", "softmax,linear,local,performer", [0, 1, 2])
+    shards = [sweep.shard(grid, i, count) for i in range(count)]
+    assert sorted(c for s in shards for c in s) == sorted(grid)  # the union is the grid ...
+    assert sum(len(s) for s in shards) == len(grid)  # ... with no cell twice
+    assert max(map(len, shards)) - min(map(len, shards)) <= 1  # balanced
+    shuffled = random.Random(count).sample(grid, len(grid))
+    assert [sweep.shard(shuffled, i, count) for i in range(count)] == shards
+    reordered = sweep.expand("text,pathfinder,listops", "performer,local,linear,softmax", [2, 1, 0])
+    assert [sweep.shard(reordered, i, count) for i in range(count)] == shards
+
+
+@pytest.mark.parametrize("text", ["3/3", "-1/2", "1", "a/b", "0/0"])
+def test_bad_shard_is_an_error(text):
+    with pytest.raises(sweep.SweepError, match="I/N with 0 <= I < N"):
+        sweep.parse_shard(text)
+
+
+def test_list_prints_one_lra_run_command_per_cell(capsys, tmp_path):
+    args = ["--task", "listops", "--attn", "softmax,linear", "--seeds", "0,1", *TINY,
+            "--workdirs", str(tmp_path / "wd"), "--results-dir", str(tmp_path / "res")]
+    assert sweep.main([*args, "--list"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 4
+    parsed = [run_cli.parser().parse_args(shlex.split(line)[3:]) for line in lines]
+    assert all(line.startswith("python -m lra.run ") for line in lines)
+    assert [(a.attn, a.seed) for a in parsed] == [("linear", 0), ("linear", 1), ("softmax", 0),
+                                                  ("softmax", 1)]
+    assert parsed[2].workdir == tmp_path / "wd" / "listops-softmax-tiny-seed0"  # lra.run's naming
+    assert parsed[0].overrides == TINY[3::2] and parsed[0].preset == "tiny"
+    assert sweep.main([*args, "--list", "--shard", "1/2"]) == 0
+    assert capsys.readouterr().out.splitlines() == lines[1::2]
+
+
+def test_a_bad_override_stops_before_anything_runs(capsys, tmp_path):
+    code = sweep.main(["--task", "listops", "--attn", "softmax", "--preset", "tiny",
+                       "--set", "attn.eps=1e-3", "--results-dir", str(tmp_path), "--dry-run"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1
+    assert "error: listops/softmax seed 0: unknown attn key 'eps'" in err
+
+
+# ----------------------------------------------------------------------------------------------
+# Skip, resume, conflict and run, from fixture result files and work directories.
+
+
+def _config(attn, seed, extra=()):
+    args = run_cli.parser().parse_args(["--task", "listops", "--attn", attn, "--seed", str(seed),
+                                        *TINY, *extra])
+    return run_cli.resolve_config(args).to_dict()
+
+
+def _checkpoint(workdir: Path, step: int, config: dict) -> None:
+    """The files of an orbax 'last' checkpoint that lra.checkpoint.peek_last reads."""
+    meta = workdir / "checkpoints" / "last" / str(step) / "meta"
+    meta.mkdir(parents=True)
+    (meta / "metadata").write_text(json.dumps({"config": config, "history": {}}))
+
+
+def test_decisions_from_result_files_and_work_directories(tmp_path, capsys):
+    res, wd = tmp_path / "res", tmp_path / "wd"
+    (res / "runs").mkdir(parents=True)
+    # linear seed 0: finished (a result file of the same resolved config, under any name)
+    (res / "runs" / "anything.json").write_text(json.dumps({"config": _config("linear", 0)}))
+    # linear seed 1: a file named like it holds another config (another lr): not finished
+    other = _config("linear", 1, ["--set", "train.lr=0.01"])
+    (res / "runs" / "listops__linear__tiny__seed1__cpu1__20260101T000000.json").write_text(
+        json.dumps({"config": other}))
+    # softmax seed 0: a checkpoint at step 3 of the same config, and an unfinished orbax save
+    _checkpoint(wd / "listops-softmax-tiny-seed0", 3, _config("softmax", 0))
+    (wd / "listops-softmax-tiny-seed0" / "checkpoints" / "last" / "6.orbax-checkpoint-tmp-1").mkdir()
+    # softmax seed 1: a checkpoint of another config in its work directory
+    _checkpoint(wd / "listops-softmax-tiny-seed1", 3, _config("softmax", 1, ["--set", "train.lr=0.01"]))
+
+    args = ["--task", "listops", "--attn", "softmax,linear", "--seeds", "0,1", *TINY,
+            "--workdirs", str(wd), "--results-dir", str(res)]
+    grid = sweep.expand("listops", "softmax,linear", [0, 1])
+    plans = {(p.cell.attention, p.cell.seed): p for p in sweep.plan(grid, sweep.parser().parse_args(args))}
+    assert (plans[("linear", 0)].action, plans[("linear", 0)].detail) == ("skip", "result anything.json")
+    assert plans[("linear", 1)].action == "run"
+    assert (plans[("softmax", 0)].action, plans[("softmax", 0)].detail) == ("resume", "from step 3 of 6")
+    assert plans[("softmax", 1)].action == "conflict" and "(train.lr)" in plans[("softmax", 1)].detail
+
+    assert sweep.main([*args, "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "skip     listops/linear seed 0: result anything.json" in out
+    assert f"run      listops/linear seed 1 in {wd / 'listops-linear-tiny-seed1'}" in out
+    assert "1 run, 1 resume, 1 skip, 1 conflict (4 cells)" in out
+
+
+def test_an_unreadable_result_file_is_named(tmp_path, capsys):
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "broken.json").write_text("{")
+    code = sweep.main(["--task", "listops", "--attn", "softmax", "--preset", "tiny",
+                       "--results-dir", str(tmp_path), "--dry-run"])
+    assert code == 2 and "broken.json: not a valid result file" in capsys.readouterr().err
+
+
+def test_last_error_line_and_bar():
+    log = "loading\nerror: the data is wrong\nmore\n"
+    assert sweep.last_error_line(log) == "error: the data is wrong"
+    assert sweep.last_error_line("Traceback ...\n  File x\nRuntimeError: boom\n") == "RuntimeError: boom"
+    jax_note = "-----\nFor simplicity, JAX has removed its internal frames. Set JAX_TRACEBACK_FILTERING=off."
+    assert sweep.last_error_line(f"  File x\njax.errors.JaxRuntimeError: oom\n{jax_note}\n") == (
+        "jax.errors.JaxRuntimeError: oom")
+    tally = sweep.Tally(total=10, skipped=2, done=3, failed=1, run_seconds=400.0)
+    assert tally.bar(width=10) == "[######----] 6/10 | done 3 | failed 1 | skipped 2 | ETA 0:06:40"
+    assert sweep.Tally(total=3, skipped=1).bar(width=3).endswith("skipped 1 | ETA ?")
+
+
+def test_result_file_names_never_collide_across_machines(tmp_path):
+    record = {"task": "listops", "attention": "softmax", "preset": "small", "seed": 0,
+              "device": {"platform": "cpu", "count": 1}, "date": "2026-01-01T00:00:00Z"}
+    a = results.write_run(tmp_path / "machine_a", record)  # the same cell, the same second
+    b = results.write_run(tmp_path / "machine_b", record)
+    assert a.name != b.name and a.name.startswith("listops__softmax__small__seed0__cpu1__20260101T000000")
+    c = results.write_run(tmp_path / "machine_a", record)
+    assert c != a and json.loads(c.read_text()) == record == json.loads(a.read_text())
+    assert sorted(p.name for p in (tmp_path / "machine_a" / "runs").iterdir()) == sorted([a.name, c.name])
+
+
+# ----------------------------------------------------------------------------------------------
+# End to end: real lra.run processes (tiny ListOps; each process costs a few seconds of start-up).
+
+
+def _sweep_cmd(tmp_path, attns, seeds, *extra):
+    return [sys.executable, "-m", "lra.sweep", "--task", "listops", "--attn", attns, "--seeds", seeds,
+            *TINY, "--data-dir", str(tmp_path / "data"), "--workdirs", str(tmp_path / "wd"),
+            "--results-dir", str(tmp_path / "res"), *extra]
+
+
+@pytest.mark.slow
+def test_tiny_sweep_killed_then_rerun_finishes_only_what_is_missing(tmp_path):
+    cmd = _sweep_cmd(tmp_path, "softmax,linear", "0,1")
+    runs = tmp_path / "res" / "runs"
+    first = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                             start_new_session=True)
+    deadline = time.monotonic() + 300
+    while not (runs.is_dir() and any(runs.glob("*.json"))) and first.poll() is None:
+        assert time.monotonic() < deadline, "no result file after 300 s"
+        time.sleep(0.2)
+    os.killpg(first.pid, signal.SIGKILL)  # the sweep and the run it started
+    first.wait()
+    finished_before = {p.name for p in runs.glob("*.json")}
+    assert 1 <= len(finished_before) < 4
+
+    second = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert second.stderr.count(": skipped (result ") == len(finished_before)
+    assert second.stderr.count(": done in ") == 4 - len(finished_before)
+    records = [json.loads(p.read_text()) for p in runs.glob("*.json")]
+    assert sorted((r["attention"], r["seed"]) for r in records) == [
+        ("linear", 0), ("linear", 1), ("softmax", 0), ("softmax", 1)]  # each cell once
+    assert finished_before <= {p.name for p in runs.glob("*.json")}
+    k = len(finished_before)
+    assert f"4/4 | done {4 - k} | failed 0 | skipped {k} | ETA 0:00:00" in second.stderr
+
+    board = (tmp_path / "res" / "LEADERBOARD.md").read_text()  # rebuilt at the end
+    for attn in ("linear", "softmax"):
+        row = next(line for line in board.splitlines() if line.startswith(f"| {attn} | "))
+        cell = row.split(" | ")[1]
+        assert cell.rstrip("* ≈†").endswith("(2)") and " ± " in cell and "[" in cell, row
+
+    again = subprocess.run([*cmd, "--dry-run"], capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0 and "0 run, 0 resume, 4 skip, 0 conflict (4 cells)" in again.stdout
+
+
+BROKEN_FAMILY = '''
+from flax import nnx
+
+
+class Broken(nnx.Module):
+    """An attention family whose build raises (tests/test_sweep.py)."""
+
+    paper = "none"
+    complexity = "-"
+
+    def __init__(self, dim, num_heads, *, qkv_dim=None, max_len=None, dropout=0.0, rngs):
+        raise RuntimeError("broken on purpose")
+'''
+
+
+@pytest.mark.slow
+def test_a_failing_cell_is_recorded_and_the_sweep_goes_on(tmp_path):
+    # An out-of-tree family, registered through the lra.attention entry-point group.
+    site = tmp_path / "site"
+    (site / "broken_family-0.1.dist-info").mkdir(parents=True)
+    (site / "broken_family.py").write_text(BROKEN_FAMILY)
+    (site / "broken_family-0.1.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: broken-family\nVersion: 0.1\n")
+    (site / "broken_family-0.1.dist-info" / "entry_points.txt").write_text(
+        "[lra.attention]\nbroken = broken_family:Broken\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])}
+
+    listed = subprocess.run(_sweep_cmd(tmp_path, "all", "0", "--list"), capture_output=True,
+                            text=True, timeout=120, env=env)
+    assert listed.returncode == 0, listed.stderr
+    assert "--attn broken " in listed.stdout  # --attn all includes entry-point families
+    assert len(listed.stdout.splitlines()) == len(attention.available()) + 1
+
+    out = subprocess.run(_sweep_cmd(tmp_path, "broken", "0,1", "--no-leaderboard"),
+                         capture_output=True, text=True, timeout=600, env=env)
+    assert out.returncode == 1, out.stderr[-3000:]
+    assert out.stderr.count("FAILED after") == 2  # the second cell ran after the first failed
+    assert "2 of 2 cells failed:" in out.stderr
+    for seed in (0, 1):
+        assert (f"  listops/broken seed {seed}: exit status 1: RuntimeError: broken on purpose"
+                in out.stderr)
+        log = tmp_path / "wd" / f"listops-broken-tiny-seed{seed}" / "sweep.log"
+        assert "broken on purpose" in log.read_text()
+    assert "| done 0 | failed 2 | skipped 0 |" in out.stderr
+    assert not (tmp_path / "res" / "LEADERBOARD.md").exists()
