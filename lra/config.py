@@ -329,6 +329,9 @@ def _check_attention(config: Config, task: tasks.Task) -> None:
             **config.attn))
     except (ValueError, TypeError, AssertionError) as err:
         raise ConfigError(f"attn.* of {config.attention}: {err}") from None
+    except Exception as err:  # a family whose build fails for another reason: its own bug
+        raise ConfigError(f"attention family {config.attention!r} cannot be built: "
+                          f"{type(err).__name__}: {err}") from None
 
 
 def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:

@@ -73,7 +73,8 @@ class Cell:
 
 @dataclass(frozen=True)
 class Plan:
-    """What the sweep does with one cell: ``action`` in run | resume | skip | conflict."""
+    """What the sweep does with one cell: ``action`` in run | resume | skip | conflict | invalid
+    (its config cannot be resolved: recorded as failed, with the reason in ``detail``)."""
 
     cell: Cell
     argv: list[str]  # lra.run's flags
@@ -199,17 +200,25 @@ def plan(cells: list[Cell], args: argparse.Namespace, *, decide_actions: bool = 
     (without ``decide_actions``, every action is ``run`` and no result file is read)."""
     finished = finished_configs(args.results_dir) if decide_actions else {}
     parser = run_cli.parser()
-    plans = []
+    plans, errors = [], []
     for cell in cells:
         # The work directory is named from the resolved config, so resolve once without it.
         probe = run_argv(cell, args, Path("."))
         try:
             config = run_cli.resolve_config(parser.parse_args(probe))
         except (config_lib.ConfigError, ValueError) as err:
-            raise SweepError(f"{cell}: {err}") from None
+            # One cell's config cannot be built (e.g. a family whose build raises): that cell is
+            # recorded as failed and the others run. A problem of every cell (a bad --set) stops
+            # the sweep before anything runs.
+            errors.append(f"{cell}: {err}")
+            workdir = Path(args.workdirs) / f"{cell.task}-{cell.attention}-{args.preset}-seed{cell.seed}"
+            plans.append(Plan(cell, run_argv(cell, args, workdir), workdir, "invalid", str(err)))
+            continue
         workdir = Path(args.workdirs) / run_cli.workdir_name(config)
         action, detail = decide(config, workdir, finished) if decide_actions else ("run", "")
         plans.append(Plan(cell, run_argv(cell, args, workdir), workdir, action, detail))
+    if errors and len(errors) == len(cells):
+        raise SweepError(errors[0] + (f" (and {len(errors) - 1} more cells)" if len(errors) > 1 else ""))
     return plans
 
 
@@ -354,7 +363,7 @@ def sweep(plans: list[Plan], stream: TextIO) -> tuple[Tally, list[tuple[Plan, st
                 tally.skipped += 1
                 progress.line(f"{head} skipped ({p.detail})")
                 continue
-            if p.action == "conflict":
+            if p.action in ("conflict", "invalid"):
                 tally.failed += 1
                 failures.append((p, p.detail))
                 progress.line(f"{head} FAILED: {p.detail}")
@@ -447,8 +456,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.dry_run:
         for p in plans:
             print(f"{p.action:8} {p.cell}" + (f": {p.detail}" if p.detail else f" in {p.workdir}"))
-        counts = {a: sum(p.action == a for p in plans) for a in ("run", "resume", "skip", "conflict")}
-        print(", ".join(f"{n} {a}" for a, n in counts.items()) + f" ({len(plans)} cells)")
+        counts = {a: sum(p.action == a for p in plans) for a in ("run", "resume", "skip", "conflict",
+                                                                "invalid")}
+        print(", ".join(f"{n} {a}" for a, n in counts.items() if n or a != "invalid")
+              + f" ({len(plans)} cells)")
         return 0
 
     stream = sys.stderr

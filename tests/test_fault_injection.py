@@ -211,8 +211,7 @@ def test_result_file_lost_between_the_two_writes_is_written_once(finished, tmp_p
     shutil.copytree(finished[0], work)
     record = json.loads((work / "result.json").read_text())
     lost = tmp_path / "results" / "runs" / "lost.json"
-    lost.parent.mkdir(parents=True)
-    lost.write_text("")  # claimed, then the process was killed
+    lost.parent.mkdir(parents=True)  # named in result.json, then the process was killed
     record["result_file"] = str(lost)
     (work / "result.json").write_text(json.dumps(record))
     for _ in range(2):
