@@ -111,8 +111,9 @@ def _complex(x: jax.Array) -> jax.Array:
     return x[..., 0] + 1j * x[..., 1]
 
 
-def _stack(z: np.ndarray) -> jax.Array:
-    return jnp.asarray(np.stack([z.real, z.imag], axis=-1), jnp.float32)
+def _stack(z: jax.Array) -> jax.Array:
+    """complex[...] -> float32[..., 2] (real, imaginary)."""
+    return jnp.stack([z.real, z.imag], axis=-1).astype(jnp.float32)
 
 
 @register("s5")
@@ -150,13 +151,14 @@ class S5(nnx.Module):
         kept = lam.shape[0]
         self.Lambda_re = nnx.Param(jnp.asarray(lam.real, jnp.float32))
         self.Lambda_im = nnx.Param(jnp.asarray(lam.imag, jnp.float32))
-        b0 = np.asarray(nnx.initializers.lecun_normal()(rngs.params(), (state_size, dim)), np.float64)
-        self.B = nnx.Param(_stack(v.conj().T @ b0))  # V^-1 = V^H (V unitary)
+        # Random draws stay jax arrays (the trainer initialises under jit); V is a constant.
+        v_c = jnp.asarray(v, jnp.complex64)
+        b0 = nnx.initializers.lecun_normal()(rngs.params(), (state_size, dim))
+        self.B = nnx.Param(_stack(v_c.conj().T @ b0))  # V^-1 = V^H (V unitary)
         directions = 1 if causal else 2
         if c_init == "complex_normal":
-            c = np.asarray(jax.random.normal(rngs.params(), (dim, directions * kept, 2)),
-                           np.float64) * math.sqrt(0.5)
-            self.C = nnx.Param(jnp.asarray(c, jnp.float32))
+            c = jax.random.normal(rngs.params(), (dim, directions * kept, 2)) * math.sqrt(0.5)
+            self.C = nnx.Param(c)
         else:
             # lecun_normal: fan_in = P * D (JAX's rule for a [D, P, 2] array); per-row
             # (trunc_standard_normal): the D rows drawn separately, fan_in = P.
@@ -164,9 +166,9 @@ class S5(nnx.Module):
             init = jax.nn.initializers.variance_scaling(1.0, "fan_in", "truncated_normal",
                                                         in_axis=-2, out_axis=-1,
                                                         batch_axis=batch_axis)
-            parts = [_complex(np.asarray(init(rngs.params(), (dim, state_size, 2)), np.float64)) @ v
+            parts = [_complex(init(rngs.params(), (dim, state_size, 2))) @ v_c
                      for _ in range(directions)]
-            self.C = nnx.Param(_stack(np.concatenate(parts, axis=1)))
+            self.C = nnx.Param(_stack(jnp.concatenate(parts, axis=1)))
         self.D = nnx.Param(jax.random.normal(rngs.params(), (dim,)))
         self.log_step = nnx.Param(jax.random.uniform(
             rngs.params(), (kept,), jnp.float32, math.log(dt_min), math.log(dt_max)))

@@ -117,3 +117,11 @@ def test_bad_options_are_clear_errors():
         make(r_min=0.9, r_max=0.5)
     with pytest.raises(ValueError, match="max_phase must be > 0"):
         make(max_phase=0.0)
+
+
+def test_initialises_under_jit():
+    # The trainer builds the model under jit: the constructor may not pull random draws into numpy.
+    abstract = nnx.eval_shape(lambda: make())
+    concrete = make()
+    shapes = lambda m: jax.tree.map(lambda a: a.shape, nnx.state(m, nnx.Param))  # noqa: E731
+    assert shapes(abstract) == shapes(concrete)

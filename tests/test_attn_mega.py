@@ -160,3 +160,11 @@ def test_bad_options_are_clear_errors():
         make(max_len=None)
     with pytest.raises(ValueError, match="exceeds max_len=8"):
         make(max_len=8)(jnp.zeros((1, 9, D)))
+
+
+def test_initialises_under_jit():
+    # The trainer builds the model under jit: the constructor may not pull random draws into numpy.
+    abstract = nnx.eval_shape(lambda: make())
+    concrete = make()
+    shapes = lambda m: jax.tree.map(lambda a: a.shape, nnx.state(m, nnx.Param))  # noqa: E731
+    assert shapes(abstract) == shapes(concrete)

@@ -3,6 +3,7 @@ the S4D-Lin and S4D-Inv initialisations, and padding."""
 
 import math
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -140,3 +141,11 @@ def test_bad_options_are_clear_errors():
         make(state_size=7)
     with pytest.raises(ValueError, match="dt_min <= dt_max"):
         make(dt_min=0.1, dt_max=0.01)
+
+
+def test_initialises_under_jit():
+    # The trainer builds the model under jit: the constructor may not pull random draws into numpy.
+    abstract = nnx.eval_shape(lambda: make())
+    concrete = make()
+    shapes = lambda m: jax.tree.map(lambda a: a.shape, nnx.state(m, nnx.Param))  # noqa: E731
+    assert shapes(abstract) == shapes(concrete)

@@ -1,5 +1,6 @@
 """S5 (attention/s5.py) against a step-by-step recurrence, its HiPPO-N initialisation, and padding."""
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -124,3 +125,11 @@ def test_bad_options_are_clear_errors():
         make(discretization="euler")
     with pytest.raises(ValueError, match="c_init must be one of"):
         make(c_init="zeros")
+
+
+def test_initialises_under_jit():
+    # The trainer builds the model under jit: the constructor may not pull random draws into numpy.
+    abstract = nnx.eval_shape(lambda: make())
+    concrete = make()
+    shapes = lambda m: jax.tree.map(lambda a: a.shape, nnx.state(m, nnx.Param))  # noqa: E731
+    assert shapes(abstract) == shapes(concrete)
