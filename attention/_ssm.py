@@ -10,7 +10,8 @@ every family here ZEROES ITS OWN INPUT AT PADS (``masked_input``) before the rec
 The encoder calls the mixer in every layer, so this happens in every layer whatever the residual
 stream holds at pads (biases, norms and skips make it non-zero after layer 1). The recurrences being
 linear with zero initial state, a zero input keeps the reverse state at exactly zero until the last
-real token, which is the same as starting the reverse at each example's last real token.
+real token, which is the same as starting the reverse at each example's last real token. (The
+published S5 code, and S4 as wired for LRA, do neither: their reverse runs through the pads.)
 
 Everything is computed in float32 / complex64 whatever the input dtype.
 """
