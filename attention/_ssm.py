@@ -14,12 +14,24 @@ real token, which is the same as starting the reverse at each example's last rea
 published S5 code, and S4 as wired for LRA, do neither: their reverse runs through the pads.)
 
 Everything is computed in float32 / complex64 whatever the input dtype.
+
+Optimiser group: the modern recipes give the state-space core (eigenvalues, step sizes, B, Mega's
+EMA coefficients) its own learning rate and no weight decay. Those parameters are made with
+``ssm_param``, which tags them ``optimizer_group="ssm"``; lra/optim.py reads the tag (``train.ssm_lr``).
 """
 
 from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+from flax import nnx
+
+SSM_GROUP = "ssm"
+
+
+def ssm_param(value: jax.Array) -> nnx.Param:
+    """A trainable state-space parameter, tagged for its own optimiser group (module docstring)."""
+    return nnx.Param(value, optimizer_group=SSM_GROUP)
 
 
 def masked_input(x: jax.Array, mask: jax.Array | None) -> jax.Array:

@@ -35,7 +35,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from attention import register
-from attention._ssm import diagonal_scan, masked_input
+from attention._ssm import diagonal_scan, masked_input, ssm_param
 
 
 def ring_init(key: jax.Array, state_size: int, r_min: float, r_max: float, max_phase: float):
@@ -73,12 +73,12 @@ class LRU(nnx.Module):
         self.dim = dim
         self.causal = causal
         nu_log, theta_log, gamma_log = ring_init(rngs.params(), state_size, r_min, r_max, max_phase)
-        self.nu_log = nnx.Param(nu_log)
-        self.theta_log = nnx.Param(theta_log)
-        self.gamma_log = nnx.Param(gamma_log)
+        self.nu_log = ssm_param(nu_log)
+        self.theta_log = ssm_param(theta_log)
+        self.gamma_log = ssm_param(gamma_log)
         b_std = 1.0 / math.sqrt(2 * dim)
-        self.B_re = nnx.Param(jax.random.normal(rngs.params(), (state_size, dim)) * b_std)
-        self.B_im = nnx.Param(jax.random.normal(rngs.params(), (state_size, dim)) * b_std)
+        self.B_re = ssm_param(jax.random.normal(rngs.params(), (state_size, dim)) * b_std)
+        self.B_im = ssm_param(jax.random.normal(rngs.params(), (state_size, dim)) * b_std)
         directions = 1 if causal else 2
         c_std = 1.0 / math.sqrt(state_size)
         self.C_re = nnx.Param(jax.random.normal(rngs.params(), (dim, directions * state_size)) * c_std)

@@ -60,7 +60,7 @@ from flax import nnx
 
 from attention import register
 from attention._projections import dropout_probs
-from attention._ssm import bidirectional_fft_conv, masked_input
+from attention._ssm import bidirectional_fft_conv, masked_input, ssm_param
 
 ATTN_FNS = ("softmax", "laplace")
 MASKED_LOGIT = -1e30
@@ -93,11 +93,11 @@ class DampedEMA(nnx.Module):
         channels = dim if causal else 2 * dim  # forward kernels, then reverse ones
         self.dim = dim
         self.causal = causal
-        self.delta = nnx.Param(jax.random.normal(rngs.params(), (channels, ndim)) * 0.2)
-        self.alpha = nnx.Param(jax.random.normal(rngs.params(), (channels, ndim)) * 0.2)
+        self.delta = ssm_param(jax.random.normal(rngs.params(), (channels, ndim)) * 0.2)
+        self.alpha = ssm_param(jax.random.normal(rngs.params(), (channels, ndim)) * 0.2)
         signs = jnp.where(jnp.arange(ndim) % 2 == 0, 1.0, -1.0)[None, :]
-        self.beta = nnx.Param(jax.random.normal(rngs.params(), (channels, ndim)) * 0.02 + signs)
-        self.eta = nnx.Param(jax.random.normal(rngs.params(), (channels, ndim)))
+        self.beta = ssm_param(jax.random.normal(rngs.params(), (channels, ndim)) * 0.02 + signs)
+        self.eta = ssm_param(jax.random.normal(rngs.params(), (channels, ndim)))
         self.omega = nnx.Param(jax.random.normal(rngs.params(), (dim,)))
 
     def kernels(self, length: int) -> jax.Array:

@@ -43,7 +43,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from attention import register
-from attention._ssm import bidirectional_fft_conv, masked_input
+from attention._ssm import bidirectional_fft_conv, masked_input, ssm_param
 
 INITS = ("lin", "inv")
 DISCRETIZATIONS = ("zoh", "bilinear")
@@ -107,10 +107,10 @@ class S4D(nnx.Module):
         self.dim = dim
         self.causal = causal
         self.discretization = discretization
-        self.log_A_real = nnx.Param(jnp.full((dim, modes), math.log(0.5), jnp.float32))
-        self.A_imag = nnx.Param(jnp.broadcast_to(s4d_imag_init(init, state_size)[None],
+        self.log_A_real = ssm_param(jnp.full((dim, modes), math.log(0.5), jnp.float32))
+        self.A_imag = ssm_param(jnp.broadcast_to(s4d_imag_init(init, state_size)[None],
                                                  (dim, modes)))
-        self.log_dt = nnx.Param(jax.random.uniform(
+        self.log_dt = ssm_param(jax.random.uniform(
             rngs.params(), (dim,), jnp.float32, math.log(dt_min), math.log(dt_max)))
         kernels = 1 if causal else 2
         # complex normal with unit variance: real and imaginary parts each N(0, 1/2)

@@ -50,7 +50,7 @@ import numpy as np
 from flax import nnx
 
 from attention import register
-from attention._ssm import diagonal_scan, masked_input
+from attention._ssm import diagonal_scan, masked_input, ssm_param
 
 DISCRETIZATIONS = ("zoh", "bilinear")
 C_INITS = ("trunc_standard_normal", "lecun_normal", "complex_normal")
@@ -149,12 +149,12 @@ class S5(nnx.Module):
         self.clip_eigs = clip_eigs
         lam, v = s5_init(state_size, blocks, conj_sym)
         kept = lam.shape[0]
-        self.Lambda_re = nnx.Param(jnp.asarray(lam.real, jnp.float32))
-        self.Lambda_im = nnx.Param(jnp.asarray(lam.imag, jnp.float32))
+        self.Lambda_re = ssm_param(jnp.asarray(lam.real, jnp.float32))
+        self.Lambda_im = ssm_param(jnp.asarray(lam.imag, jnp.float32))
         # Random draws stay jax arrays (the trainer initialises under jit); V is a constant.
         v_c = jnp.asarray(v, jnp.complex64)
         b0 = nnx.initializers.lecun_normal()(rngs.params(), (state_size, dim))
-        self.B = nnx.Param(_stack(v_c.conj().T @ b0))  # V^-1 = V^H (V unitary)
+        self.B = ssm_param(_stack(v_c.conj().T @ b0))  # V^-1 = V^H (V unitary)
         directions = 1 if causal else 2
         if c_init == "complex_normal":
             c = jax.random.normal(rngs.params(), (dim, directions * kept, 2)) * math.sqrt(0.5)
@@ -170,7 +170,7 @@ class S5(nnx.Module):
                      for _ in range(directions)]
             self.C = nnx.Param(_stack(jnp.concatenate(parts, axis=1)))
         self.D = nnx.Param(jax.random.normal(rngs.params(), (dim,)))
-        self.log_step = nnx.Param(jax.random.uniform(
+        self.log_step = ssm_param(jax.random.uniform(
             rngs.params(), (kept,), jnp.float32, math.log(dt_min), math.log(dt_max)))
 
     def discrete(self) -> tuple[jax.Array, jax.Array]:

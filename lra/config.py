@@ -53,6 +53,7 @@ class TrainConfig:
     b2: float = 0.98
     eps: float = 1e-9
     grad_clip: float = 0.0  # global-norm clip; 0 = off
+    ssm_lr: float = 0.0  # > 0: state-space parameters get Adam at this lr, no weight decay (lra/optim.py)
     grad_accum: int = 1  # micro-batches per step; the global batch (and the result) stays the same
     num_steps: int = 5000
     eval_every: int = 50
