@@ -40,6 +40,11 @@ class ModelConfig:
     positional: str = "sinusoidal"  # "sinusoidal" | "learned"
     dtype: str = "float32"  # compute dtype: "float32" | "bfloat16" (parameters stay float32)
     remat: bool = False  # recompute each block in the backward pass (saves activation memory)
+    norm: str = "layer"  # "layer" | "batch" (statistics over real tokens; lra/encoder.py)
+    prenorm: bool = True  # False: post-norm, x = norm(x + f(x))
+    channel_mixer: str = "mlp"  # "mlp" (LRA) | "glu" (S5's half-GLU after the mixer, no MLP)
+    bn_momentum: float = 0.9  # running statistics of norm="batch"
+    input_encoder: str = "embed"  # "embed" (token ids) | "linear" (normalised pixel values)
 
 
 @dataclass(frozen=True)

@@ -51,6 +51,10 @@ class Task:
     num_classes: int
     pad_id: int = 0
     inputs: tuple[str, ...] = ("inputs",)
+    # Pixel tasks: token = intensity (0..255) + pixel_offset, and pixel_stats = (mean, std) of
+    # intensity / 255 that a linear input encoder normalises with. None for token tasks.
+    pixel_stats: tuple[float, float] | None = None
+    pixel_offset: int = 1
 
     def __init__(self, data_dir: Path, **options: Any):
         self.data_dir = Path(data_dir)
