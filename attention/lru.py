@@ -22,6 +22,8 @@ Both directions include the current token. ``causal=True``: the forward scan wit
 Padding: the input is zeroed at pads before B u (attention/_ssm.py: this makes the reverse scan
 equal to one started at each example's last real token).
 
+Optimiser group "ssm" (``train.ssm_lr``, no weight decay; attention/_ssm.py): ``nu_log``,
+``theta_log``, ``gamma_log``, ``B_re``, ``B_im`` (as the minimal-LRU code).
 ``num_heads``, ``qkv_dim`` and ``dropout`` are accepted for the shared signature and not used.
 Options: ``state_size`` N (64), ``r_min`` (0.0), ``r_max`` (0.99), ``max_phase`` (2 pi).
 """

@@ -45,6 +45,8 @@ delta, alpha raw ~ N(0, 0.2), beta ~ N(0, 0.02) + (1, -1, 1, ...) over j, eta ~ 
 omega ~ N(0, 1); relative bias N(0, 0.02) over 2 max_pos - 1 offsets (max_pos = chunk_size when
 chunking, else ``max_len``). ``num_heads`` and ``qkv_dim`` are not used (Mega is single-head; its
 sizes are ``z_dim`` and ``hidden_dim``). ``dropout`` applies to the attention weights.
+Optimiser group "ssm" (``train.ssm_lr``, no weight decay; attention/_ssm.py): the EMA's ``delta``,
+``alpha``, ``beta``, ``eta`` (not ``omega``, a residual scale).
 Options: ``ndim`` h (16), ``z_dim`` (64), ``hidden_dim`` (0 = 2 dim), ``attn_fn`` ("softmax"),
 ``chunk_size`` (0 = full attention).
 """

@@ -29,6 +29,8 @@ time-reversed sequence; both directions include the current token (y_t sums s <=
 Padding: the input is zeroed at pads before the FFT (attention/_ssm.py explains why this makes the
 reverse kernel exact: it then starts, in effect, at each example's last real token).
 
+Optimiser group "ssm" (``train.ssm_lr``, no weight decay; attention/_ssm.py): ``log_A_real``,
+``A_imag``, ``log_dt`` (A and the step, as the S4 repository's kernel lr).
 ``num_heads``, ``qkv_dim`` and ``dropout`` are accepted for the shared signature and not used.
 Options: ``state_size`` N (64), ``init`` ("lin"), ``dt_min`` (1e-3), ``dt_max`` (0.1),
 ``discretization`` ("zoh").

@@ -32,7 +32,9 @@ Padding: the input is zeroed at pads before Bbar u (attention/_ssm.py: this make
 equal to one started at each example's last real token).
 
 Parameters are stored real (``Lambda_re``, ``Lambda_im``, ``log_step``, ``B`` [P', D, 2],
-``C`` [D, P' or 2P', 2], ``D``), with the names of the S5 code, so optimiser groups can find them.
+``C`` [D, P' or 2P', 2], ``D``), with the names of the S5 code. Optimiser group "ssm"
+(``train.ssm_lr``, no weight decay; attention/_ssm.py): ``Lambda_re``, ``Lambda_im``, ``log_step``,
+``B`` (S5's "standard" opt_config; C and D stay in the default group).
 ``num_heads``, ``qkv_dim`` and ``dropout`` are accepted for the shared signature and not used.
 Options: ``state_size`` P (64), ``blocks`` J (4), ``discretization`` ("zoh" or "bilinear"),
 ``conj_sym`` (True), ``c_init`` ("trunc_standard_normal", "lecun_normal", "complex_normal"),
