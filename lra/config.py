@@ -49,6 +49,11 @@ class ModelConfig:
     positional: str = "sinusoidal"  # "sinusoidal" | "learned"
     dtype: str = "float32"  # compute dtype: "float32" | "bfloat16" (parameters stay float32)
     remat: bool = False  # recompute each block in the backward pass (saves activation memory)
+    norm: str = "layer"  # "layer" | "batch" (statistics over real tokens; lra/encoder.py)
+    prenorm: bool = True  # False: post-norm, x = norm(x + f(x))
+    channel_mixer: str = "mlp"  # "mlp" (LRA) | "glu" (S5's half-GLU after the mixer, no MLP)
+    bn_momentum: float = 0.9  # running statistics of norm="batch"
+    input_encoder: str = "embed"  # "embed" (token ids) | "linear" (normalised pixel values)
 
 
 @dataclass(frozen=True)
@@ -62,6 +67,7 @@ class TrainConfig:
     b2: float = 0.98
     eps: float = 1e-9
     grad_clip: float = 0.0  # global-norm clip; 0 = off
+    ssm_lr: float = 0.0  # > 0: state-space parameters get Adam at this lr, no weight decay (lra/optim.py)
     grad_accum: int = 1  # micro-batches per step; the global batch (and the result) stays the same
     num_steps: int = 5000
     eval_every: int = 50

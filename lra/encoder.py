@@ -1,15 +1,24 @@
 """The one encoder every attention family plugs into, and the classifier model built on it.
 
     tokens int32[B, L], mask bool[B, L]
-      -> token embedding (+ a CLS token in front when pooling == "cls")
+      -> input encoder: token embedding, or (``input_encoder="linear"``, pixel tasks) a linear map of
+         the normalised pixel value  (+ a CLS token in front when pooling == "cls")
       -> + positional encoding (sinusoidal, or learned N(0, 0.02))
-      -> N pre-norm blocks: x + Attn(LN(x), mask);  x + MLP(LN(x))   (MLP: Dense -> GELU -> Dense)
-      -> final LayerNorm
+      -> N blocks around the attention family (the sequence mixer):
+           channel_mixer "mlp" (LRA):  x + Attn(N(x), mask);  x + MLP(N(x))   (MLP: Dense -> GELU -> Dense)
+           channel_mixer "glu" (S5):   x + GLU(Attn(N(x), mask)),  GLU(y) = g * sigmoid(W g), g = GELU(y)
+         pre-norm as written; post-norm (``prenorm=False``): x = N(x + f(x)) instead
+      -> a final norm (pre-norm only)
       -> pooling: the CLS position, or the mean over real tokens
       -> float[B, D]
 
+The norm N is LayerNorm per token, or (``norm="batch"``, the modern recipes) BatchNorm whose
+statistics are taken over the REAL tokens of the batch only: padding never enters them (nor the
+running averages). BatchNorm keeps running mean and variance as ``nnx.BatchStat`` state, updated when
+``deterministic=False`` and used when ``deterministic=True``.
+
 Attention modules hold attention only; everything else lives here. Parameters are float32; the
-compute dtype (``model.dtype``) applies to activations, and LayerNorm statistics are taken in float32.
+compute dtype (``model.dtype``) applies to activations, and norm statistics are taken in float32.
 """
 
 from __future__ import annotations
@@ -36,14 +45,79 @@ def sinusoidal_positions(length: int, dim: int) -> jax.Array:
     return pe.at[:, 1::2].set(jnp.cos(pos * inv[:, : dim // 2]))
 
 
+NORMS = ("layer", "batch")
+CHANNEL_MIXERS = ("mlp", "glu")
+INPUT_ENCODERS = ("embed", "linear")
+
+
 class LayerNorm(nnx.Module):
-    """LayerNorm with float32 statistics and parameters; returns the input dtype."""
+    """LayerNorm with float32 statistics and parameters; returns the input dtype.
+
+    ``mask`` and ``deterministic`` are accepted (and not needed) so that every norm has one call."""
 
     def __init__(self, dim: int, *, rngs: nnx.Rngs):
         self.norm = nnx.LayerNorm(dim, epsilon=1e-6, dtype=jnp.float32, rngs=rngs)
 
-    def __call__(self, x: jax.Array) -> jax.Array:
+    def __call__(self, x: jax.Array, mask: jax.Array | None = None, *,
+                 deterministic: bool = True) -> jax.Array:
         return self.norm(x.astype(jnp.float32)).astype(x.dtype)
+
+
+class MaskedBatchNorm(nnx.Module):
+    """BatchNorm over the real tokens of a padded batch; x: float[B, L, D], mask: bool[B, L].
+
+    Training (``deterministic=False``): mean and biased variance per channel over the (b, t) with
+    mask[b, t] only, and running = momentum * running + (1 - momentum) * batch statistic. Evaluation:
+    the running statistics. Under data parallelism the sums run over the global batch (jit with a
+    batch sharding reduces across devices), so statistics do not depend on the device count.
+    """
+
+    def __init__(self, dim: int, *, momentum: float, epsilon: float = 1e-5, rngs: nnx.Rngs):
+        del rngs
+        if not 0.0 <= momentum < 1.0:
+            raise ValueError(f"model.bn_momentum must be in [0, 1), got {momentum}")
+        self.momentum, self.epsilon = momentum, epsilon
+        self.scale = nnx.Param(jnp.ones((dim,), jnp.float32))
+        self.bias = nnx.Param(jnp.zeros((dim,), jnp.float32))
+        self.mean = nnx.BatchStat(jnp.zeros((dim,), jnp.float32))
+        self.var = nnx.BatchStat(jnp.ones((dim,), jnp.float32))
+
+    def __call__(self, x: jax.Array, mask: jax.Array | None = None, *,
+                 deterministic: bool = True) -> jax.Array:
+        xf = x.astype(jnp.float32)
+        if deterministic:
+            mean, var = self.mean[...], self.var[...]
+        else:
+            w = (jnp.ones(x.shape[:2], jnp.float32) if mask is None
+                 else mask.astype(jnp.float32))[..., None]
+            count = jnp.maximum(jnp.sum(w), 1.0)
+            mean = jnp.sum(xf * w, axis=(0, 1)) / count
+            var = jnp.sum(jnp.square(xf - mean[None, None]) * w, axis=(0, 1)) / count
+            m = self.momentum
+            self.mean[...] = m * self.mean[...] + (1 - m) * jax.lax.stop_gradient(mean)
+            self.var[...] = m * self.var[...] + (1 - m) * jax.lax.stop_gradient(var)
+        y = (xf - mean[None, None]) * jax.lax.rsqrt(var[None, None] + self.epsilon)
+        return (y * self.scale[...][None, None] + self.bias[...][None, None]).astype(x.dtype)
+
+
+def make_norm(kind: str, dim: int, *, bn_momentum: float, rngs: nnx.Rngs) -> nnx.Module:
+    if kind == "layer":
+        return LayerNorm(dim, rngs=rngs)
+    if kind == "batch":
+        return MaskedBatchNorm(dim, momentum=bn_momentum, rngs=rngs)
+    raise ValueError(f"model.norm={kind!r}; choose from {', '.join(NORMS)}")
+
+
+class HalfGLU(nnx.Module):
+    """S5's channel mixer after the SSM: g = dropout(GELU(y)); g * sigmoid(W g). float[..., D]."""
+
+    def __init__(self, dim: int, dropout: float, *, dtype, rngs: nnx.Rngs):
+        self.gate = nnx.Linear(dim, dim, dtype=dtype, rngs=rngs)
+        self.dropout = nnx.Dropout(dropout, rngs=rngs)
+
+    def __call__(self, y: jax.Array, *, deterministic: bool) -> jax.Array:
+        g = self.dropout(jax.nn.gelu(y), deterministic=deterministic)
+        return g * jax.nn.sigmoid(self.gate(g))
 
 
 class MLP(nnx.Module):
@@ -58,21 +132,42 @@ class MLP(nnx.Module):
 
 
 class Block(nnx.Module):
-    """Pre-norm Transformer block around any registered attention family."""
+    """One block around any registered attention family (see the module docstring for the forms)."""
 
     def __init__(self, attn: nnx.Module, dim: int, mlp_dim: int, dropout: float, *, dtype,
-                 rngs: nnx.Rngs):
-        self.norm1 = LayerNorm(dim, rngs=rngs)
+                 rngs: nnx.Rngs, norm: str = "layer", prenorm: bool = True,
+                 channel_mixer: str = "mlp", bn_momentum: float = 0.9):
+        if channel_mixer not in CHANNEL_MIXERS:
+            raise ValueError(f"model.channel_mixer={channel_mixer!r}; choose from "
+                             f"{', '.join(CHANNEL_MIXERS)}")
+        self.prenorm = prenorm
+        self.norm1 = make_norm(norm, dim, bn_momentum=bn_momentum, rngs=rngs)
         self.attn = attn
-        self.norm2 = LayerNorm(dim, rngs=rngs)
-        self.mlp = MLP(dim, mlp_dim, dropout, dtype=dtype, rngs=rngs)
+        if channel_mixer == "mlp":
+            self.norm2 = make_norm(norm, dim, bn_momentum=bn_momentum, rngs=rngs)
+            self.mlp = MLP(dim, mlp_dim, dropout, dtype=dtype, rngs=rngs)
+            self.glu = None
+        else:
+            self.norm2 = self.mlp = None
+            self.glu = HalfGLU(dim, dropout, dtype=dtype, rngs=rngs)
         self.dropout = nnx.Dropout(dropout, rngs=rngs)
 
+    def _residual(self, x, norm, f, mask, deterministic):
+        """x + f(N(x)) (pre-norm) or N(x + f(x)) (post-norm)."""
+        h = norm(x, mask, deterministic=deterministic) if self.prenorm else x
+        x = x + self.dropout(f(h), deterministic=deterministic)
+        return x if self.prenorm else norm(x, mask, deterministic=deterministic)
+
     def __call__(self, x: jax.Array, mask: jax.Array, *, deterministic: bool) -> jax.Array:
-        h = self.attn(self.norm1(x), mask, deterministic=deterministic)
-        x = x + self.dropout(h, deterministic=deterministic)
-        h = self.mlp(self.norm2(x), deterministic=deterministic)
-        return x + self.dropout(h, deterministic=deterministic)
+        def mix(h):
+            y = self.attn(h, mask, deterministic=deterministic)
+            return y if self.glu is None else self.glu(y, deterministic=deterministic)
+
+        x = self._residual(x, self.norm1, mix, mask, deterministic)
+        if self.mlp is not None:
+            x = self._residual(x, self.norm2, lambda h: self.mlp(h, deterministic=deterministic),
+                               mask, deterministic)
+        return x
 
 
 class Encoder(nnx.Module):
@@ -82,13 +177,30 @@ class Encoder(nnx.Module):
                  attn_options: Mapping[str, Any], emb_dim: int, num_heads: int, num_layers: int,
                  qkv_dim: int, mlp_dim: int, dropout: float, attention_dropout: float,
                  pooling: str, positional: str, dtype: str = "float32", remat: bool = False,
-                 causal: bool = False, rngs: nnx.Rngs):
+                 causal: bool = False, norm: str = "layer", prenorm: bool = True,
+                 channel_mixer: str = "mlp", bn_momentum: float = 0.9,
+                 input_encoder: str = "embed", pixel_stats: tuple[float, float] | None = None,
+                 pixel_offset: int = 1, rngs: nnx.Rngs):
         self.dtype = _DTYPES[dtype]
         self.pooling = pooling
         self.remat = remat
+        self.prenorm = prenorm
         seq_len = max_len + (1 if pooling == "cls" else 0)
-        self.embed = nnx.Embed(vocab_size, emb_dim, embedding_init=nnx.initializers.normal(1.0),
-                               rngs=rngs)
+        if input_encoder == "embed":
+            self.embed = nnx.Embed(vocab_size, emb_dim, embedding_init=nnx.initializers.normal(1.0),
+                                   rngs=rngs)
+            self.pixel_proj = None
+        elif input_encoder == "linear":
+            if pixel_stats is None:
+                raise ValueError("model.input_encoder='linear' projects pixel values and needs a pixel "
+                                 "task (image, pathfinder, pathx); this task's inputs are tokens")
+            self.embed = None
+            self.pixel_proj = nnx.Linear(1, emb_dim, rngs=rngs)
+            self.pixel_offset = pixel_offset
+            self.pixel_mean, self.pixel_std = (float(v) for v in pixel_stats)
+        else:
+            raise ValueError(f"model.input_encoder={input_encoder!r}; choose from "
+                             f"{', '.join(INPUT_ENCODERS)}")
         self.cls = nnx.Param(jnp.zeros((1, 1, emb_dim))) if pooling == "cls" else None
         if positional == "learned":
             self.positions = nnx.Param(nnx.initializers.normal(0.02)(rngs.params(),
@@ -100,16 +212,25 @@ class Encoder(nnx.Module):
             Block(attention.build(attention_name, dim=emb_dim, num_heads=num_heads, qkv_dim=qkv_dim,
                                   causal=causal, max_len=seq_len, dropout=attention_dropout,
                                   rngs=rngs, **attn_options),
-                  emb_dim, mlp_dim, dropout, dtype=self.dtype, rngs=rngs)
+                  emb_dim, mlp_dim, dropout, dtype=self.dtype, rngs=rngs, norm=norm,
+                  prenorm=prenorm, channel_mixer=channel_mixer, bn_momentum=bn_momentum)
             for _ in range(num_layers)
         ])
-        self.final_norm = LayerNorm(emb_dim, rngs=rngs)
+        self.final_norm = (make_norm(norm, emb_dim, bn_momentum=bn_momentum, rngs=rngs)
+                           if prenorm else None)
+
+    def embed_inputs(self, tokens: jax.Array) -> jax.Array:
+        """tokens int32[B, L] -> float32[B, L, D]: embedding, or the normalised pixel value projected."""
+        if self.embed is not None:
+            return self.embed(tokens)
+        intensity = (tokens - self.pixel_offset).astype(jnp.float32) / 255.0
+        return self.pixel_proj(((intensity - self.pixel_mean) / self.pixel_std)[..., None])
 
     def __call__(self, tokens: jax.Array, mask: jax.Array, *, deterministic: bool = True):
-        return self.encode(self.embed(tokens), mask, deterministic=deterministic)
+        return self.encode(self.embed_inputs(tokens), mask, deterministic=deterministic)
 
     def encode(self, x: jax.Array, mask: jax.Array, *, deterministic: bool = True):
-        """Token embeddings float[B, L, D] (``self.embed(tokens)``) -> pooled float[B, D].
+        """Input embeddings float[B, L, D] (``self.embed_inputs(tokens)``) -> pooled float[B, D].
 
         Split from ``__call__`` so that tests can differentiate the pooled vector with respect to
         each token's embedding (tests/test_comparability.py's receptive-field check).
@@ -128,7 +249,9 @@ class Encoder(nnx.Module):
                 x = nnx.remat(lambda b, x, m: b(x, m, deterministic=deterministic))(block, x, mask)
             else:
                 x = block(x, mask, deterministic=deterministic)
-        x = self.final_norm(x).astype(jnp.float32)
+        if self.final_norm is not None:
+            x = self.final_norm(x, mask, deterministic=deterministic)
+        x = x.astype(jnp.float32)
         if self.pooling == "cls":
             return x[:, 0]
         weights = mask.astype(jnp.float32)[..., None]
@@ -162,5 +285,8 @@ def build_model(config, task, *, rngs: nnx.Rngs) -> Classifier:
                       emb_dim=m.emb_dim, num_heads=m.num_heads, num_layers=m.num_layers,
                       qkv_dim=m.qkv_dim, mlp_dim=m.mlp_dim, dropout=m.dropout,
                       attention_dropout=m.attention_dropout, pooling=m.pooling,
-                      positional=m.positional, dtype=m.dtype, remat=m.remat, rngs=rngs)
+                      positional=m.positional, dtype=m.dtype, remat=m.remat, norm=m.norm,
+                      prenorm=m.prenorm, channel_mixer=m.channel_mixer, bn_momentum=m.bn_momentum,
+                      input_encoder=m.input_encoder, pixel_stats=task.pixel_stats,
+                      pixel_offset=task.pixel_offset, rngs=rngs)
     return Classifier(encoder, task.head(m.emb_dim, m.mlp_dim, rngs=rngs), task.inputs)

@@ -117,6 +117,10 @@ class Task:
     # True where the validation examples are the test examples (IMDB has no validation split):
     # selecting a checkpoint on validation is then selecting it on test (the leaderboard says so).
     validation_is_test: bool = False
+    # Pixel tasks: token = intensity (0..255) + pixel_offset, and pixel_stats = (mean, std) of
+    # intensity / 255 that a linear input encoder normalises with. None for token tasks.
+    pixel_stats: tuple[float, float] | None = None
+    pixel_offset: int = 1
 
     def __init__(self, data_dir: Path, **options: Any):
         self.data_dir = Path(data_dir)

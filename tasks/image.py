@@ -89,6 +89,7 @@ class ImageTask(Task):
     num_classes = 10
     pad_id = 0
     vocab_size = VOCAB_SIZE
+    pixel_stats = (122.6 / 255, 61.0 / 255)  # grayscale CIFAR-10, as S5 normalises it
     max_len = SIDE * SIDE
 
     def __init__(self, data_dir: Path, *, train_size: int = 0, val_size: int = 0,

@@ -519,6 +519,7 @@ class _PathfinderTask(Task):
     num_classes = 2
     pad_id = PAD_ID
     vocab_size = VOCAB_SIZE
+    pixel_stats = (0.5, 0.5)  # pixels to [-1, 1], as S5 and Mega normalise Pathfinder
 
     def __init__(self, data_dir: Path, *, difficulty: str = "hard", num_images: int = 200_000,
                  seed: int = 0):

@@ -71,7 +71,7 @@ def token_sensitivity(task: str, family: str, overrides: dict | None = None, *,
 
     @nnx.jit
     def grads(encoder, tokens, mask):
-        x = encoder.embed(tokens)
+        x = encoder.embed_inputs(tokens)
         return jax.grad(lambda x: jnp.sum(encoder.encode(x, mask) * direction))(x)
 
     g = np.linalg.norm(np.asarray(grads(encoder, tokens, mask))[0], axis=-1)  # [L]
