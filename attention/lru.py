@@ -60,6 +60,8 @@ class LRU(nnx.Module):
     paper = "Orvieto et al., ICML 2023"
     complexity = "O(L N d)"
     subquadratic = True
+    parameter_note = ("one diagonal linear recurrence per layer (nu, theta, gamma, B, C, D) replaces "
+                      "the q, k, v and output projections")
 
     def __init__(self, dim: int, num_heads: int, *, qkv_dim: int | None = None,
                  causal: bool = False, dropout: float = 0.0, rngs: nnx.Rngs,

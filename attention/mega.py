@@ -172,6 +172,8 @@ class Mega(nnx.Module):
     paper = "Ma et al., ICLR 2023"
     complexity = "O(L^2 z); chunk c: O(L c z)"
     subquadratic = False  # the default is full attention; chunk_size > 0 is linear (see docstring)
+    parameter_note = ("a multi-dimensional damped EMA plus gated single-head attention with its own "
+                      "gate and value projections")
     # The shared contract tests (L=64) then run the chunked path, pads inside the last chunk included;
     # tests/test_attn_mega.py covers full attention.
     contract_options: ClassVar[dict[str, int]] = {"chunk_size": 16}

@@ -94,6 +94,8 @@ class S4D(nnx.Module):
     paper = "Gu et al., NeurIPS 2022"
     complexity = "O(L N d + L log L d)"
     subquadratic = True
+    parameter_note = ("a diagonal state space per channel (complex A, B, C, a step size and D) and an "
+                      "output mixing layer replace the q, k, v and output projections")
 
     def __init__(self, dim: int, num_heads: int, *, qkv_dim: int | None = None,
                  causal: bool = False, dropout: float = 0.0, rngs: nnx.Rngs,

@@ -125,6 +125,8 @@ class S5(nnx.Module):
     paper = "Smith et al., ICLR 2023"
     complexity = "O(L P d)"
     subquadratic = True
+    parameter_note = ("one MIMO diagonal state space per layer (Lambda, B, C, step sizes, D) replaces "
+                      "the q, k, v and output projections")
 
     def __init__(self, dim: int, num_heads: int, *, qkv_dim: int | None = None,
                  causal: bool = False, dropout: float = 0.0, rngs: nnx.Rngs,
