@@ -18,7 +18,8 @@ computed in O(L d^2) time instead of O(L^2 d).
   inside a chunk of ``chunk_size`` positions the masked quadratic form, across chunks a running
   [d, d] state. Memory is O(L d + (L / chunk_size) d^2) per head for the backward pass; the
   [L, d, d] tensor of prefix sums is never formed. The scan is ``causal_linear_sums``, shared with
-  attention/performer.py and attention/cosformer.py.
+  attention/performer.py and attention/cosformer.py. On GPU its forward pass is a Pallas kernel
+  (attention/_causal_scan_pallas.py) that keeps the running state on chip.
 * Layout: heads before length ([B, H, L, d], one swap of q, k, v at the start), so every sum over
   length is a batched matmul with leading batch dimensions (``linear_sums``); on the 2-core CPU this
   halved cosFormer's time against einsums over [B, L, H, d] (reference/perf_notes.md).
@@ -30,6 +31,7 @@ Options: ``eps`` (1e-6), ``chunk_size`` (64, causal only).
 
 from __future__ import annotations
 
+import functools
 from typing import ClassVar
 
 import jax
@@ -37,6 +39,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from attention import register
+from attention._causal_scan_pallas import pallas_causal_sums
 from attention._projections import HeadProjections, key_mask
 
 EPS = 1e-6
@@ -65,8 +68,22 @@ def linear_sums(phi_q: jax.Array, phi_k: jax.Array, v: jax.Array) -> tuple[jax.A
     return num, den
 
 
+SCAN_IMPLS = ("auto", "xla", "pallas")
+
+
+def select_scan_impl(impl: str, platform: str) -> str:
+    """"xla" or "pallas": ``auto`` takes the Pallas kernel on GPU only (on CPU it would run in
+    Pallas's interpret mode, which is for tests, not speed)."""
+    if impl not in SCAN_IMPLS:
+        raise ValueError(f"causal scan impl must be one of {', '.join(SCAN_IMPLS)}, got {impl!r}")
+    if impl == "auto":
+        return "pallas" if platform == "gpu" else "xla"
+    return impl
+
+
 def causal_linear_sums(phi_q: jax.Array, phi_k: jax.Array, v: jax.Array, chunk_size: int,
-                       log_scale: jax.Array | None = None) -> tuple[jax.Array, jax.Array]:
+                       log_scale: jax.Array | None = None, *, impl: str = "auto",
+                       platform: str | None = None) -> tuple[jax.Array, jax.Array]:
     """Causal kernel sums by a chunked scan, never forming a per-position [F, d] state.
 
     Heads first: phi_q, phi_k: float32[B, H, L, F]; v: float32[B, H, L, d]. Returns
@@ -79,7 +96,43 @@ def causal_linear_sums(phi_q: jax.Array, phi_k: jax.Array, v: jax.Array, chunk_s
     common to the whole row that cancels in num / den. Because log_scale never decreases, every
     rescaling factor exp(log_scale[j] - log_scale[i]), j <= i, lies in (0, 1]: nothing overflows,
     and no position's scale depends on later positions.
+
+    ``impl``: "xla" (``lax.scan``), "pallas" (attention/_causal_scan_pallas.py: a fused kernel for the
+    forward, this scan's VJP for the backward; interpret mode off GPU) or "auto" (``select_scan_impl``
+    on ``platform``, default ``jax.default_backend()``).
     """
+    platform = platform or jax.default_backend()
+    if select_scan_impl(impl, platform) == "pallas":
+        scaled = log_scale is not None
+        scales = log_scale if scaled else jnp.zeros(phi_q.shape[:3], jnp.float32)
+        return _pallas_sums(chunk_size, scaled, platform != "gpu", phi_q, phi_k, v, scales)
+    return _xla_causal_sums(phi_q, phi_k, v, chunk_size, log_scale)
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1, 2))
+def _pallas_sums(chunk, scaled, interpret, phi_q, phi_k, v, scales):
+    return pallas_causal_sums(phi_q, phi_k, v, chunk, scales if scaled else None,
+                              interpret=interpret)
+
+
+def _pallas_sums_fwd(chunk, scaled, interpret, phi_q, phi_k, v, scales):
+    return _pallas_sums(chunk, scaled, interpret, phi_q, phi_k, v, scales), (phi_q, phi_k, v, scales)
+
+
+def _pallas_sums_bwd(chunk, scaled, interpret, residuals, cotangents):
+    phi_q, phi_k, v, scales = residuals
+    if scaled:
+        _, vjp = jax.vjp(lambda *a: _xla_causal_sums(*a[:3], chunk, a[3]), phi_q, phi_k, v, scales)
+        return vjp(cotangents)
+    _, vjp = jax.vjp(lambda *a: _xla_causal_sums(*a, chunk), phi_q, phi_k, v)
+    return (*vjp(cotangents), jnp.zeros_like(scales))
+
+
+_pallas_sums.defvjp(_pallas_sums_fwd, _pallas_sums_bwd)
+
+
+def _xla_causal_sums(phi_q, phi_k, v, chunk_size, log_scale=None):
+    """``causal_linear_sums`` as a ``lax.scan`` over chunks (shapes as there)."""
     b, h, length, f = phi_q.shape
     d = v.shape[-1]
     chunk = min(chunk_size, length)
