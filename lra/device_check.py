@@ -10,7 +10,9 @@ On one GPU it should finish in under 8 minutes, compilation included, and leaves
    XLA's compiled analysis rather than the device's high-water mark.
 2. ``runs/`` - ListOps at the paper preset, softmax and cosformer, ``--train-steps`` (1000) steps
    each (``train.num_steps`` overridden, everything else LRA's), through ``lra.run``.
-3. ``efficiency/device-check__<device>__<date>.jsonl`` - one JSON line: what ran, each phase's wall
+3. The Pallas causal scan (attention/_causal_scan_pallas.py) compiled for the device and compared
+   with the XLA scan at ``--scan-length`` (values and gradients; causal runs are not in 1. or 2.).
+4. ``efficiency/device-check__<device>__<date>.jsonl`` - one JSON line: what ran, each phase's wall
    time and exit status, and the device; the record to commit next to the files above (``.jsonl``,
    so the leaderboard's loader of bench files, ``efficiency/*.json``, does not take it for one).
 
@@ -54,9 +56,43 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--workdir", type=Path, default=Path("workdirs") / "device-check",
                    help="parent of the training runs' workdirs (a fresh one per run)")
     p.add_argument("--data-dir", type=Path, default=None)
+    p.add_argument("--scan-length", type=int, default=2048)
     p.add_argument("--skip-bench", action="store_true")
     p.add_argument("--skip-train", action="store_true")
     return p
+
+
+def check_causal_scan(length: int, interpret: bool) -> dict:
+    """Largest |Pallas - XLA| over the causal scan's outputs and input gradients (B=2, H=4, F=d=64)."""
+    import jax
+    import jax.numpy as jnp
+
+    from attention.linear import causal_linear_sums
+
+    ks = jax.random.split(jax.random.key(0), 4)
+    phi_q, phi_k = (jax.nn.relu(jax.random.normal(k, (2, 4, length, 64))) for k in ks[:2])
+    v = jax.random.normal(ks[2], (2, 4, length, 64))
+    log_scale = jax.lax.cummax(jax.random.normal(ks[3], (2, 4, length)), axis=2)
+    platform = "cpu" if interpret else "gpu"  # "cpu" + impl="pallas" runs interpret mode
+    worst = {}
+    for scaled in (False, True):
+        def loss(impl, *a, scaled=scaled):
+            num, den = causal_linear_sums(*a, 64, log_scale if scaled else None, impl=impl,
+                                          platform=platform)
+            return jnp.mean(num) + jnp.mean(den), (num, den)
+        outs = [jax.jit(jax.value_and_grad(lambda *a, i=impl: loss(i, *a), argnums=(0, 1, 2),
+                                           has_aux=True))(phi_q, phi_k, v)
+                for impl in ("xla", "pallas")]
+        leaves = zip(*(jax.tree_util.tree_leaves(o) for o in outs))
+        worst[f"scaled={scaled}"] = max(float(jnp.max(jnp.abs(a - b) / (1 + jnp.abs(a))))
+                                        for a, b in leaves)
+    return worst
+
+
+def _scan_phase(length: int, interpret: bool) -> int:
+    worst = check_causal_scan(length, interpret)
+    print(f"device-check: causal scan Pallas vs XLA, max relative difference {worst}")
+    return 0 if max(worst.values()) < 1e-3 else 1
 
 
 def _phase(log: list, name: str, fn) -> int:
@@ -102,6 +138,8 @@ def main(argv: list[str] | None = None) -> int:
             for item in args.train_set:
                 run_argv += ["--set", item]
             _phase(log, "run " + " ".join(run_argv), lambda a=run_argv: run_cli.main(a))
+    _phase(log, f"pallas causal scan L={args.scan_length}",
+           lambda: _scan_phase(args.scan_length, interpret=device["platform"] != "gpu"))
     kind = re.sub(r"[^a-z0-9]+", "-", device["kind"].lower()).strip("-")
     out = bench.claim(Path(args.results_dir) / "efficiency" /
                       f"device-check__{device['platform']}-{kind}__{stamp}.jsonl")

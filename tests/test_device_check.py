@@ -18,7 +18,8 @@ def test_device_check_runs_every_phase_at_toy_sizes(tmp_path):
                        "--attn", "cosformer,local",
                        "--batch", "2", "--steps", "1", "--warmup", "0", "--dtype", "bfloat16",
                        "--train-steps", "2", "--workdir", str(tmp_path / "work"),
-                       "--data-dir", str(tmp_path / "data"), *TINY_BENCH, *TINY_TRAIN])
+                       "--data-dir", str(tmp_path / "data"), "--scan-length", "40",
+                       *TINY_BENCH, *TINY_TRAIN])
     assert code == 0
     (eff,) = (results_dir / "efficiency").glob("*.json")
     record = json.loads(eff.read_text())
@@ -29,13 +30,14 @@ def test_device_check_runs_every_phase_at_toy_sizes(tmp_path):
     assert runs == ["cosformer", "softmax"]
     (summary,) = (results_dir / "efficiency").glob("device-check__*.jsonl")
     log = json.loads(summary.read_text())
-    assert log["ok"] and [p["exit_status"] for p in log["phases"]] == [0, 0, 0]
+    assert log["ok"] and [p["exit_status"] for p in log["phases"]] == [0, 0, 0, 0]
+    assert log["phases"][3]["phase"] == "pallas causal scan L=40"
     assert "train.num_steps=2" in log["phases"][1]["phase"]
 
 
 def test_device_check_reports_a_failing_phase(tmp_path):
     code = bench.main(["--device-check", "--results-dir", str(tmp_path), "--skip-bench",
-                       "--train-steps", "1", "--train-set", "no.such_key=1",
+                       "--train-steps", "1", "--train-set", "no.such_key=1", "--scan-length", "16",
                        "--workdir", str(tmp_path / "work")])
     assert code == 1
     (summary,) = (tmp_path / "efficiency").glob("device-check__*.jsonl")
