@@ -354,6 +354,7 @@ def published_section() -> list[str]:
 
 PEER_MECHANISM = {"nystromformer": "nystrom", "local": "local/block", "reformer": "reformer-lsh"}
 PROBE_TOLERANCE = 0.15  # ours and the peer compared only when their GEMM probes are this close
+HEALTHY_PROBE = 200.0   # GFLOP/s; peers.py re-runs cases below it (a healthy probe gives ~300)
 
 
 def peers_section(results_dir: Path) -> list[str]:
@@ -362,8 +363,9 @@ def peers_section(results_dir: Path) -> list[str]:
 
     Per (our entry, length): the fastest peer of the same mechanism in the same file, the ratio of
     fwd+bwd medians (ours / peer: below 1 is faster), and each side's GEMM probes (GFLOP/s before
-    and after its case). A pair whose probes differ by more than 15% is marked: the shared machine
-    changed speed between the two cases, so that ratio is not a measurement of the code.
+    and after its case). A pair whose probes differ by more than 15% is marked, and so is one with
+    any probe under 200 GFLOP/s (the shared machine was slowed down): such a ratio measures the
+    machine's load as much as the code.
     """
     files = sorted((Path(results_dir) / "efficiency").glob("peers-cpu-*.jsonl"))
     if not files:
@@ -386,10 +388,13 @@ def peers_section(results_dir: Path) -> list[str]:
             best = min(rivals, key=lambda r: r["fwdbwd_ms_median"])
             probe = lambda r: statistics.fmean(r.get("fwdbwd_probe_gflops") or [0])  # noqa: E731
             close = abs(probe(ours) - probe(best)) <= PROBE_TOLERANCE * max(probe(ours), probe(best))
+            healthy = min(ours.get("fwdbwd_probe_gflops") or [0]) >= HEALTHY_PROBE and \
+                min(best.get("fwdbwd_probe_gflops") or [0]) >= HEALTHY_PROBE
             ratio = ours["fwdbwd_ms_median"] / best["fwdbwd_ms_median"]
+            marks = ([] if close else ["probes differ"]) + ([] if healthy else ["machine slow"])
             table.append([ours["peer"], str(ours["seq_len"]), f"{ours['fwdbwd_ms_median']:.0f}",
                           f"{best['peer']} ({best['kind']})", f"{best['fwdbwd_ms_median']:.0f}",
-                          f"{ratio:.2f}x" + ("" if close else " (probes differ)"),
+                          f"{ratio:.2f}x" + (f" ({', '.join(marks)})" if marks else ""),
                           " / ".join(f"{probe(r):.0f}" for r in (ours, best))])
         lines += [f"From `{path.name}`" + (f" (code at {header['git']}; `{header['command']}`)"
                                             if header else "") + ":", ""]
