@@ -20,6 +20,9 @@ over j factor through a [2d, d] matrix: cost O(L d^2) instead of O(L^2 d).
   of ``chunk_size`` positions the quadratic masked form, across chunks a running [2d, d] state.
   Memory is O(L d + d^2) per head; the [L, 2d, d] prefix sum of the official code is never formed.
 * Feature sums are accumulated in float32 whatever the input dtype.
+* Layout: heads before length, the sin and cos features in one [B, H, L, 2d] array, sums as batched
+  matmuls (attention/linear.py's ``linear_sums``): about 2x faster than einsums over [B, L, H, d]
+  on the 2-core CPU (reference/perf_notes.md).
 
 Options: ``eps`` (1e-6), ``chunk_size`` (64, causal only).
 """
@@ -34,16 +37,17 @@ from flax import nnx
 
 from attention import register
 from attention._projections import HeadProjections, key_mask
-from attention.linear import causal_linear_sums
+from attention.linear import causal_linear_sums, heads_first, linear_sums
 
 EPS = 1e-6
 
 
-def _cos_sin_features(x: jax.Array, offset: int, big_m: int) -> jax.Array:
-    """x: float32[B, L, H, d] (non-negative) -> float32[B, L, H, 2d] with 1-indexed positions."""
-    pos = jnp.arange(1, x.shape[1] + 1, dtype=jnp.float32) + offset
+def _cos_sin_features(x: jax.Array, big_m: int) -> jax.Array:
+    """x: float32[B, H, L, d] (non-negative) -> float32[B, H, L, 2d] with 1-indexed positions:
+    the sin and cos halves side by side, so one matmul covers both terms of Ptolemy's identity."""
+    pos = jnp.arange(1, x.shape[2] + 1, dtype=jnp.float32)
     theta = (math.pi / 2) * pos / big_m
-    sin, cos = jnp.sin(theta)[None, :, None, None], jnp.cos(theta)[None, :, None, None]
+    sin, cos = jnp.sin(theta)[None, None, :, None], jnp.cos(theta)[None, None, :, None]
     return jnp.concatenate([x * sin, x * cos], axis=-1)
 
 
@@ -54,24 +58,21 @@ def cosformer_kernel(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array |
     q: float[B, Lq, H, d]; k, v: float[B, Lk, H, d]; mask: bool[B, Lk] over keys (True = real).
     Returns float[B, Lq, H, d] in q's dtype. Causal mode requires Lq == Lk.
     """
+    if causal and q.shape[1] != k.shape[1]:
+        raise ValueError(f"causal cosformer needs equal lengths, got {q.shape[1]}, {k.shape[1]}")
     big_m = max(q.shape[1], k.shape[1])
-    qf = jax.nn.relu(q.astype(jnp.float32))
-    kf = jax.nn.relu(k.astype(jnp.float32))
-    vf = v.astype(jnp.float32)
+    qh, kh, vh = heads_first(q.astype(jnp.float32), k.astype(jnp.float32), v.astype(jnp.float32))
+    qf, kf = jax.nn.relu(qh), jax.nn.relu(kh)
     if mask is not None:
-        keep = mask[:, :, None, None].astype(jnp.float32)
-        kf, vf = kf * keep, vf * keep
-    phi_q = _cos_sin_features(qf, 0, big_m)
-    phi_k = _cos_sin_features(kf, 0, big_m)
+        keep = mask[:, None, :, None]
+        kf, vh = jnp.where(keep, kf, 0.0), jnp.where(keep, vh, 0.0)
+    phi_q = _cos_sin_features(qf, big_m)
+    phi_k = _cos_sin_features(kf, big_m)
     if causal:
-        if q.shape[1] != k.shape[1]:
-            raise ValueError(f"causal cosformer needs equal lengths, got {q.shape[1]}, {k.shape[1]}")
-        num, den = causal_linear_sums(phi_q, phi_k, vf, chunk_size)
+        num, den = causal_linear_sums(phi_q, phi_k, vh, chunk_size)
     else:
-        kv = jnp.einsum("blhf,blhd->bhfd", phi_k, vf)
-        num = jnp.einsum("blhf,bhfd->blhd", phi_q, kv)
-        den = jnp.einsum("blhf,bhf->blh", phi_q, phi_k.sum(1))
-    return (num / jnp.maximum(den, eps)[..., None]).astype(q.dtype)
+        num, den = linear_sums(phi_q, phi_k, vh)
+    return (num / jnp.maximum(den, eps)[..., None]).swapaxes(1, 2).astype(q.dtype)
 
 
 @register("cosformer")

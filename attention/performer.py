@@ -76,7 +76,7 @@ from flax import nnx
 
 from attention import register
 from attention._projections import HeadProjections, key_mask
-from attention.linear import causal_linear_sums
+from attention.linear import causal_linear_sums, heads_first, linear_sums
 
 KERNELS = ("softmax", "relu")
 RELU_EPS = 1e-3
@@ -107,9 +107,9 @@ def draw_orthogonal_features(key: jax.Array, nb_features: int, dim: int) -> jax.
 
 
 def _exponents(x: jax.Array, features: jax.Array) -> jax.Array:
-    """x: float32[B, L, H, d] -> w_r . x' - |x'|^2 / 2: float32[B, L, H, m], x' = x / d^(1/4)."""
+    """x: float32[B, H, L, d] -> w_r . x' - |x'|^2 / 2: float32[B, H, L, m], x' = x / d^(1/4)."""
     x = x * x.shape[-1] ** -0.25
-    proj = jnp.einsum("blhd,md->blhm", x, features.astype(jnp.float32))
+    proj = jnp.matmul(x, features.astype(jnp.float32).T)
     return proj - 0.5 * jnp.sum(x * x, axis=-1, keepdims=True)
 
 
@@ -128,13 +128,15 @@ def performer_kernel(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array |
         raise ValueError(f"unknown performer kernel {kernel!r}; choose from {KERNELS}")
     if causal and q.shape[1] != k.shape[1]:
         raise ValueError(f"causal performer needs equal lengths, got {q.shape[1]}, {k.shape[1]}")
-    qf, kf, vf = (a.astype(jnp.float32) for a in (q, k, v))
+    # Heads before length ([B, H, L, .]): every sum over length is a batched matmul.
+    qf, kf, vf = heads_first(q.astype(jnp.float32), k.astype(jnp.float32), v.astype(jnp.float32))
     keep = jnp.ones(k.shape[:2], bool) if mask is None else mask.astype(bool)
-    vf = jnp.where(keep[:, :, None, None], vf, 0.0)
+    keep = keep[:, None, :]  # [B, 1, L]
+    vf = jnp.where(keep[..., None], vf, 0.0)
     log_scale = None
     if kernel == "relu":
         phi_q = jax.nn.relu(qf) + RELU_EPS
-        phi_k = jnp.where(keep[:, :, None, None], jax.nn.relu(kf) + RELU_EPS, 0.0)
+        phi_k = jnp.where(keep[..., None], jax.nn.relu(kf) + RELU_EPS, 0.0)
     else:
         if features is None:
             raise ValueError("the softmax kernel needs features: float[nb_features, head_dim]")
@@ -142,22 +144,20 @@ def performer_kernel(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array |
         a_q = _exponents(qf, features)
         phi_q = jnp.exp(a_q - jax.lax.stop_gradient(a_q.max(-1, keepdims=True))) * ratio
         a_k = _exponents(kf, features)
-        key_max = jnp.where(keep[:, :, None], jax.lax.stop_gradient(a_k.max(-1)), _NO_KEY)
+        key_max = jnp.where(keep, jax.lax.stop_gradient(a_k.max(-1)), _NO_KEY)  # [B, H, L]
         if causal:
-            shift = log_scale = jax.lax.cummax(key_max, axis=1)  # [B, L, H], non-decreasing
+            shift = log_scale = jax.lax.cummax(key_max, axis=2)  # non-decreasing along L
         else:
-            shift = key_max.max(1, keepdims=True)  # [B, 1, H]
+            shift = key_max.max(2, keepdims=True)  # [B, H, 1]
         # Pads get exp(-inf) = 0; the shifted exponent of a real key is <= 0.
-        expo = jnp.where(keep[:, :, None, None], a_k - shift[..., None], -jnp.inf)
+        expo = jnp.where(keep[..., None], a_k - shift[..., None], -jnp.inf)
         phi_k = jnp.exp(expo) * ratio
     if causal:
         num, den = causal_linear_sums(phi_q, phi_k, vf, chunk_size, log_scale=log_scale)
     else:
-        kv = jnp.einsum("blhm,blhd->bhmd", phi_k, vf)
-        num = jnp.einsum("blhm,bhmd->blhd", phi_q, kv)
-        den = jnp.einsum("blhm,bhm->blh", phi_q, phi_k.sum(1))
+        num, den = linear_sums(phi_q, phi_k, vf)
     den = den + 2 * stabilizer * (jnp.abs(den) <= stabilizer)
-    return (num / den[..., None]).astype(q.dtype)
+    return (num / den[..., None]).swapaxes(1, 2).astype(q.dtype)
 
 
 @register("performer")

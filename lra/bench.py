@@ -731,6 +731,10 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["--device-check"]:  # the first-GPU check: lra/device_check.py
+        from lra import device_check
+
+        return device_check.main(argv[1:])
     args = parser().parse_args(argv)
     if args._measure is not None:
         print(_RESULT_MARK + json.dumps(_measure_one(json.loads(args._measure))), flush=True)

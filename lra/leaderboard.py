@@ -457,6 +457,58 @@ def published_section() -> list[str]:
     return lines
 
 
+PEER_MECHANISM = {"nystromformer": "nystrom", "local": "local/block", "reformer": "reformer-lsh"}
+PROBE_TOLERANCE = 0.15  # ours and the peer compared only when their GEMM probes are this close
+HEALTHY_PROBE = 200.0   # GFLOP/s; peers.py re-runs cases below it (a healthy probe gives ~300)
+
+
+def peers_section(results_dir: Path) -> list[str]:
+    """"vs best peer" tables from ``efficiency/peers-cpu-*.jsonl`` (``shared/tools/peers/peers.py``
+    output; ours and the peers measured in one invocation, so one file is one comparison).
+
+    Per (our entry, length): the fastest peer of the same mechanism in the same file, the ratio of
+    fwd+bwd medians (ours / peer: below 1 is faster), and each side's GEMM probes (GFLOP/s before
+    and after its case). A pair whose probes differ by more than 15% is marked, and so is one with
+    any probe under 200 GFLOP/s (the shared machine was slowed down): such a ratio measures the
+    machine's load as much as the code.
+    """
+    files = sorted((Path(results_dir) / "efficiency").glob("peers-cpu-*.jsonl"))
+    if not files:
+        return []
+    lines = ["### Attention layer vs the best third-party implementation (CPU, fwd+bwd)", ""]
+    for path in files:
+        try:
+            rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        except json.JSONDecodeError as err:
+            raise ResultFileError(f"{path}: not a valid peers file ({err!r})") from err
+        header = next((r for r in rows if "peers_run" in r), {}).get("peers_run", {})
+        cases = [r for r in rows if r.get("status") == "ok" and "fwdbwd_ms_median" in r]
+        table = []
+        for ours in (r for r in cases if r["peer"].startswith("ours_")):
+            mech = PEER_MECHANISM.get(ours["mechanism"], ours["mechanism"])
+            rivals = [r for r in cases if not r["peer"].startswith("ours_")
+                      and r["mechanism"] == mech and r["seq_len"] == ours["seq_len"]]
+            if not rivals:
+                continue
+            best = min(rivals, key=lambda r: r["fwdbwd_ms_median"])
+            probe = lambda r: statistics.fmean(r.get("fwdbwd_probe_gflops") or [0])  # noqa: E731
+            close = abs(probe(ours) - probe(best)) <= PROBE_TOLERANCE * max(probe(ours), probe(best))
+            healthy = min(ours.get("fwdbwd_probe_gflops") or [0]) >= HEALTHY_PROBE and \
+                min(best.get("fwdbwd_probe_gflops") or [0]) >= HEALTHY_PROBE
+            ratio = ours["fwdbwd_ms_median"] / best["fwdbwd_ms_median"]
+            marks = ([] if close else ["probes differ"]) + ([] if healthy else ["machine slow"])
+            table.append([ours["peer"], str(ours["seq_len"]), f"{ours['fwdbwd_ms_median']:.0f}",
+                          f"{best['peer']} ({best['kind']})", f"{best['fwdbwd_ms_median']:.0f}",
+                          f"{ratio:.2f}x" + (f" ({', '.join(marks)})" if marks else ""),
+                          " / ".join(f"{probe(r):.0f}" for r in (ours, best))])
+        lines += [f"From `{path.name}`" + (f" (code at {header['git']}; `{header['command']}`)"
+                                            if header else "") + ":", ""]
+        lines += _table(["ours", "L", "ours ms", "best peer", "peer ms", "ours / peer",
+                         "probes GFLOP/s (ours / peer)"], sorted(table, key=lambda r: (r[0], int(r[1]))))
+        lines += [""]
+    return lines
+
+
 def build(results_dir: Path, skipped: list[str] | None = None) -> tuple[str, dict[str, bytes]]:
     """The leaderboard's markdown and its figures ({file name under figures/: PNG bytes}).
     Invalid result files are listed in ``skipped`` (an error if it is None)."""
@@ -475,6 +527,7 @@ def build(results_dir: Path, skipped: list[str] | None = None) -> tuple[str, dic
     eff_lines, figs = efficiency_section(bench, runs)
     figs.update(curve_figs)
     lines += eff_lines
+    lines += peers_section(results_dir)
     lines += ["## Published reference rows (not measured here)", ""]
     lines += published_section()
     lines += published_efficiency_section()

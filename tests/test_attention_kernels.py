@@ -145,3 +145,115 @@ def test_cosformer_causal_memory_is_linear_in_length():
     # An [L, 2d, d] prefix sum would be 4096*64*32*4 bytes = 32 MiB at 4096.
     assert big < 8 * 2**20, big
     assert big / max(small, 1) < 6, (small, big)
+
+
+# --- blocked (FlashAttention-style) softmax against the dense path ---------------------------------
+
+def _dense_and_blocked_vjp(q, k, v, mask, causal, block):
+    ct = jax.random.normal(jax.random.key(9), q.shape)
+    outs = []
+    for impl in ("dense", "blocked"):
+        f = jax.jit(lambda q, k, v, impl=impl: softmax_kernel(q, k, v, mask, causal=causal,
+                                                               impl=impl, block_size=block))
+        out, vjp = jax.vjp(f, q, k, v)
+        outs.append((out, *vjp(ct)))
+    return outs
+
+
+@pytest.mark.parametrize("block", [1, 8, 16, 64])  # 8 and 16 do not divide L = 37: padded keys
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("masked", [False, True])
+def test_blocked_softmax_matches_dense_with_gradients(causal, masked, block):
+    q, k, v = (jnp.asarray(a) for a in qkv(seed=4))
+    mask = jnp.asarray(padding_mask()) if masked else None
+    dense, blocked = _dense_and_blocked_vjp(q, k, v, mask, causal, block)
+    for name, want, got in zip(("out", "dq", "dk", "dv"), dense, blocked):
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), atol=2e-6, rtol=1e-5,
+                                   err_msg=name)
+
+
+def test_blocked_softmax_fully_masked_rows_match_dense():
+    """Every key masked: finite, the same uniform average and the same gradients as dense."""
+    q, k, v = (jnp.asarray(a) for a in qkv(seed=5))
+    mask = jnp.asarray(np.stack([np.zeros(L, bool), padding_mask()[1]]))
+    dense, blocked = _dense_and_blocked_vjp(q, k, v, mask, False, 8)
+    for name, want, got in zip(("out", "dq", "dk", "dv"), dense, blocked):
+        assert np.isfinite(np.asarray(got)).all(), name
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), atol=2e-6, rtol=1e-5,
+                                   err_msg=name)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_blocked_softmax_dropout_vjp_matches_autodiff(causal):
+    """With dropout the custom VJP must agree with autodiff of the same blocked forward pass."""
+    from attention import _flash
+
+    q, k, v = (jnp.asarray(a).transpose(0, 2, 1, 3) for a in qkv(seed=6, length=32))
+    bias = jnp.where(jnp.asarray(padding_mask(32)), 0.0, _flash.MASKED_LOGIT)
+    config = _flash._Config(causal=causal, block=8, has_bias=True, rate=0.3)
+    rng = jax.random.key(3)
+
+    def loss(fn, q, k, v):
+        return jnp.sum(jnp.sin(fn(q, k, v)))
+
+    custom = lambda q, k, v: _flash._flash(config, q, k, v, bias, rng)  # noqa: E731
+    plain = lambda q, k, v: _flash._forward(config, q, k, v, bias, rng)[0]  # noqa: E731
+    np.testing.assert_allclose(np.asarray(custom(q, k, v)), np.asarray(plain(q, k, v)), atol=1e-6)
+    assert not np.allclose(np.asarray(plain(q, k, v)),
+                           np.asarray(_flash._forward(_flash._Config(
+                               causal=causal, block=8, has_bias=True, rate=0.0),
+                               q, k, v, bias, rng)[0]))  # dropout really drops
+    got = jax.grad(lambda *a: loss(custom, *a), argnums=(0, 1, 2))(q, k, v)
+    want = jax.grad(lambda *a: loss(plain, *a), argnums=(0, 1, 2))(q, k, v)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), atol=1e-5, rtol=1e-4)
+
+
+def test_blocked_softmax_bf16():
+    q, k, v = (jnp.asarray(a, jnp.bfloat16) for a in qkv())
+    out = softmax_kernel(q, k, v, impl="blocked", block_size=16)
+    assert out.dtype == jnp.bfloat16
+    ref = naive_softmax(*(np.asarray(a, np.float32) for a in (q, k, v)), None, False)
+    np.testing.assert_allclose(np.asarray(out, np.float32), ref, atol=3e-2)
+
+
+def test_softmax_impl_selection():
+    from attention.softmax import BLOCKED_MIN_LENGTH, select_impl
+
+    def pick(platform, dtype=jnp.bfloat16, head_dim=64, length=4096, dropout=False, impl="auto"):
+        return select_impl(impl, platform=platform, dtype=dtype, head_dim=head_dim, length=length,
+                           dropout=dropout)
+
+    assert pick("gpu") == "cudnn"
+    assert pick("gpu", dtype=jnp.float16, length=64) == "cudnn"
+    assert pick("gpu", dtype=jnp.float32) == "blocked"
+    assert pick("gpu", head_dim=36) == "blocked"
+    assert pick("gpu", head_dim=256) == "blocked"
+    assert pick("gpu", dropout=True) == "blocked"
+    assert pick("cpu") == "blocked"
+    assert pick("cpu", length=BLOCKED_MIN_LENGTH - 1) == "dense"
+    assert pick("cpu", impl="dense") == "dense"
+    with pytest.raises(ValueError, match="impl='cudnn' needs a GPU"):
+        pick("cpu", impl="cudnn")
+    with pytest.raises(ValueError, match="impl must be one of"):
+        pick("cpu", impl="flash")
+
+
+def test_softmax_kernel_dispatches_by_platform(monkeypatch):
+    """The selector's choice is what runs: a fake GPU routes bf16 through the cuDNN call."""
+    import attention.softmax as sm
+
+    calls = []
+    monkeypatch.setattr(jax.nn, "dot_product_attention",
+                        lambda q, k, v, **kw: calls.append(kw) or jnp.zeros_like(q))
+    q, k, v = (jnp.asarray(a, jnp.bfloat16) for a in qkv(length=40))
+    mask = jnp.asarray(padding_mask(40))
+    out = sm.softmax_kernel(q, k, v, mask, platform="gpu")
+    assert calls[-1]["implementation"] == "cudnn"
+    assert calls[-1]["key_value_seq_lengths"].tolist() == [40, 29]
+    assert np.isfinite(np.asarray(out, np.float32)).all()
+    holes = mask.at[0, 3].set(False)  # not a prefix: lengths cannot say it, so the rows turn NaN
+    assert np.isnan(np.asarray(sm.softmax_kernel(q, k, v, holes, platform="gpu"), np.float32)[0]).all()
+    sm.softmax_kernel(q.astype(jnp.float32), k.astype(jnp.float32), v.astype(jnp.float32), mask,
+                      platform="gpu")
+    assert len(calls) == 2  # float32 went the blocked way

@@ -37,12 +37,19 @@ def test_subquadratic_memory(name):
 
 
 def test_the_check_detects_quadratic_memory():
-    small, big = train_temp_bytes("softmax", SHORT), train_temp_bytes("softmax", LONG)
+    small = train_temp_bytes("softmax", SHORT, impl="dense")
+    big = train_temp_bytes("softmax", LONG, impl="dense")
     assert big / small > 12
+
+
+def test_softmax_default_is_blocked_with_linear_memory():
+    """The default (auto) softmax is the blocked path at these lengths: memory slope ~1, not 2."""
+    small, big = train_temp_bytes("softmax", SHORT), train_temp_bytes("softmax", LONG)
+    assert big / small < 5, f"temp bytes {small} -> {big} ({big / small:.1f}x for 4x length)"
 
 
 def test_softmax_query_chunks_make_memory_linear():
     small = train_temp_bytes("softmax", SHORT, query_chunk=256)
     big = train_temp_bytes("softmax", LONG, query_chunk=256)
     assert big / small < 8, f"temp bytes {small} -> {big} ({big / small:.1f}x for 4x length)"
-    assert big < train_temp_bytes("softmax", LONG) / 4  # far below the dense form
+    assert big < train_temp_bytes("softmax", LONG, impl="dense") / 4  # far below the dense form

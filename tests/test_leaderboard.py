@@ -176,3 +176,37 @@ def test_a_bad_efficiency_file_is_an_error(results_dir, capsys):
 def test_loglog_slope():
     assert figures.loglog_slope([512, 1024, 2048], [1.0, 4.0, 16.0]) == pytest.approx(2.0)
     assert figures.loglog_slope([512], [1.0]) is None
+
+
+def _peer_line(peer, mech, kind, seq_len, ms, probes):
+    return json.dumps({"peer": peer, "mechanism": mech, "kind": kind, "seq_len": seq_len,
+                       "status": "ok", "fwdbwd_ms_median": ms, "fwdbwd_probe_gflops": probes})
+
+
+def test_vs_best_peer_table_from_peers_files(tmp_path):
+    eff = tmp_path / "efficiency"
+    eff.mkdir()
+    assert leaderboard.peers_section(tmp_path) == []  # no peers file, no section
+    (eff / "peers-cpu-2026-01-03.jsonl").write_text("\n".join([
+        json.dumps({"peers_run": {"git": "abc1234", "command": "peers.py --seq-lens 1024"}}),
+        json.dumps({"matmul_peak": {}}),
+        _peer_line("torch_sdpa", "softmax", "core", 1024, 200.0, [300, 300]),
+        _peer_line("jax_nn_dpa", "softmax", "core", 1024, 800.0, [300, 300]),
+        _peer_line("ours_softmax_kernel", "softmax", "core", 1024, 500.0, [290, 310]),
+        _peer_line("cosformer_official_core", "cosformer", "core", 1024, 100.0, [300, 300]),
+        _peer_line("ours_cosformer_kernel", "cosformer", "core", 1024, 80.0, [150, 150]),
+        _peer_line("ours_cosformer_kernel", "cosformer", "core", 2048, 160.0, [100, 100]),
+        _peer_line("cosformer_official_core", "cosformer", "core", 2048, 200.0, [100, 105]),
+        _peer_line("nystrom_module", "nystrom", "module", 1024, 400.0, [300, 300]),
+        _peer_line("ours_nystromformer_module", "nystromformer", "module", 1024, 300.0, [300, 300]),
+        _peer_line("ours_fnet_module", "fnet", "module", 1024, 10.0, [300, 300]),  # no peer
+    ]) + "\n")
+    text = "\n".join(leaderboard.peers_section(tmp_path))
+    assert "code at abc1234" in text
+    assert ("| ours_softmax_kernel | 1024 | 500 | torch_sdpa (core) | 200 | 2.50x | 300 / 300 |"
+            in text)  # the fastest peer, not jax_nn_dpa
+    assert "| 0.80x (probes differ, machine slow) |" in text  # 150 vs 300 GFLOP/s: flagged
+    assert "| 0.80x (machine slow) |" in text  # alike, but both under 200 GFLOP/s
+    assert "| ours_nystromformer_module | 1024 | 300 | nystrom_module (module) | 400 | 0.75x |" in text
+    assert "ours_fnet_module" not in text
+    assert "vs the best third-party" in leaderboard.render(tmp_path)
