@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
-from reference import diagonal_recurrence
+from reference import diagonal_recurrence, padded_inputs
 
 import attention
 from attention._ssm import diagonal_scan
@@ -22,11 +22,8 @@ def make(causal=False, seed=0, **opts):
 
 
 def inputs(seed=0, pad_scale=0.0):
-    rng = np.random.default_rng(seed)
-    mask = np.arange(L)[None, :] < LENGTHS[:, None]
-    x = rng.standard_normal((B, L, D))
-    x = np.where(mask[..., None], x, pad_scale * rng.standard_normal((B, L, D)))
-    return x.astype(np.float32), mask
+    """x with real tokens N(0, 1) and pads N(0, pad_scale^2) (non-zero pad activations)."""
+    return padded_inputs(LENGTHS, L, D, seed=seed, pad_scale=pad_scale)
 
 
 def reference(module, x, *, naive=False):

@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
-from reference import diagonal_recurrence
+from reference import diagonal_recurrence, padded_inputs
 
 import attention
 from attention.s5 import hippo_n, hippo_n_eig
@@ -21,11 +21,7 @@ def make(causal=False, **opts):
 
 def inputs(seed=0, pad_scale=0.0):
     """x with real tokens N(0, 1) and pads N(0, pad_scale^2) (non-zero pad activations)."""
-    rng = np.random.default_rng(seed)
-    mask = np.arange(L)[None, :] < LENGTHS[:, None]
-    x = rng.standard_normal((B, L, D))
-    x = np.where(mask[..., None], x, pad_scale * rng.standard_normal((B, L, D)))
-    return x.astype(np.float32), mask
+    return padded_inputs(LENGTHS, L, D, seed=seed, pad_scale=pad_scale)
 
 
 def reference(module, x, *, naive=False):
