@@ -65,17 +65,22 @@ def peak_memory_bytes() -> dict[str, Any]:
     return {"bytes": int(rss_kib) * 1024, "source": "process peak RSS (CPU)"}
 
 
-def write_json_atomic(path: Path, data: Any) -> None:
+def _write_beside(path: Path, data: Any, publish) -> None:
+    """Write ``data`` as JSON to a temporary file next to ``path``, then ``publish(tmp, path)``."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w") as f:
             json.dump(data, f, indent=2, sort_keys=True)
             f.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
+        publish(tmp, path)
+    finally:
         Path(tmp).unlink(missing_ok=True)
-        raise
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Replace ``path`` with ``data`` at once (a rename): readers see the old or the new file."""
+    _write_beside(path, data, os.replace)
 
 
 def run_path(results_dir: Path, record: dict[str, Any]) -> Path:
@@ -97,15 +102,7 @@ def write_new(path: Path, record: dict[str, Any]) -> None:
     """Write ``record`` to ``path``, which must not exist, all at once: the JSON goes to a temporary
     file that a hard link then claims under its name, so a kill never leaves a partial or empty
     result file and an existing one is never replaced."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(record, f, indent=2, sort_keys=True)
-            f.write("\n")
-        os.link(tmp, path)  # FileExistsError if the name is taken
-    finally:
-        Path(tmp).unlink(missing_ok=True)
+    _write_beside(path, record, os.link)  # FileExistsError if the name is taken
 
 
 def write_run(results_dir: Path, record: dict[str, Any]) -> Path:
