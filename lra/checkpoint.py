@@ -1,10 +1,10 @@
 """Orbax checkpoints of a run: the last state (for resuming) and the best-validation state.
 
 Layout: ``<workdir>/checkpoints/last/<step>/`` (the two newest kept) and
-``<workdir>/checkpoints/best/<step>/`` (one kept). Each holds ``state`` (step, parameters, optimizer
-state) and ``meta`` (JSON: the resolved config, the metric history needed to finish the run, the data
-position = the step). Saves are asynchronous; the RNG needs no saving because every step's randomness
-is derived from (seed, step).
+``<workdir>/checkpoints/best/<step>/`` (one kept). Each holds ``state`` (step, parameters, BatchNorm's
+running statistics, optimizer state) and ``meta`` (JSON: the resolved config, the metric history
+needed to finish the run, the data position = the step). Saves are asynchronous; the RNG needs no
+saving because every step's randomness is derived from (seed, step).
 
 Verification: once a save has completed (orbax has renamed it into place), the SHA-256 of its files
 (relative paths and bytes, in sorted order) is written to ``checkpoints/checksums/<which>-<step>
