@@ -219,6 +219,7 @@ _RANGES: dict[str, tuple[str, float | None, float | None, bool, bool]] = {
     "model.mlp_dim": ("int", 1, None, False, False),
     "model.dropout": ("float", 0, 1, False, True),
     "model.attention_dropout": ("float", 0, 1, False, True),
+    "model.bn_momentum": ("float", 0, 1, False, True),
     "train.batch_size": ("int", 1, None, False, False),
     "train.lr": ("float", 0, None, True, False),
     "train.warmup_steps": ("int", 0, None, False, False),
@@ -227,17 +228,21 @@ _RANGES: dict[str, tuple[str, float | None, float | None, bool, bool]] = {
     "train.b2": ("float", 0, 1, False, True),
     "train.eps": ("float", 0, None, True, False),
     "train.grad_clip": ("float", 0, None, False, False),
+    "train.ssm_lr": ("float", 0, None, False, False),
     "train.grad_accum": ("int", 1, None, False, False),
     "train.num_steps": ("int", 1, None, False, False),
     "train.eval_every": ("int", 1, None, False, False),
     "train.eval_batches": ("int", 0, None, False, False),
     "train.checkpoint_every": ("int", 1, None, False, False),
     "train.log_every": ("int", 1, None, False, False),
+    "train.chance_patience": ("int", 0, None, False, False),
     "seed": ("int", 0, 2**32 - 1, False, False),  # grain's shuffle takes a uint32 seed
 }
 _CHOICES = {"model.pooling": ("cls", "mean"), "model.positional": ("sinusoidal", "learned"),
-            "model.dtype": ("float32", "bfloat16"), "train.schedule": ("rsqrt", "cosine", "constant")}
-_BOOLS = ("model.remat",)
+            "model.dtype": ("float32", "bfloat16"), "train.schedule": ("rsqrt", "cosine", "constant"),
+            "model.norm": ("layer", "batch"), "model.channel_mixer": ("mlp", "glu"),
+            "model.input_encoder": ("embed", "linear")}
+_BOOLS = ("model.remat", "model.prenorm")
 
 
 def _allowed(kind: str, low, high, low_open: bool, high_open: bool) -> str:
@@ -303,6 +308,10 @@ def validate(config: Config) -> None:
         raise ConfigError(f"train.batch_size={t.batch_size} is not divisible by "
                           f"train.grad_accum={t.grad_accum}")
     task = _check_data(config)
+    if m.input_encoder == "linear" and task.pixel_stats is None:
+        raise ConfigError(f"model.input_encoder='linear' projects pixel values; task "
+                          f"{config.task!r} has token inputs (use it on image, pathfinder, pathx, "
+                          f"or model.input_encoder=embed)")
     _check_attention(config, task)
 
 
