@@ -27,7 +27,7 @@ from typing import Any
 import jax
 import orbax.checkpoint as ocp
 
-from lra.config import flatten
+from lra.config import flatten, with_protocol
 
 
 class ConfigMismatchError(RuntimeError):
@@ -184,7 +184,7 @@ class Checkpoints:
 
 def check_same_config(saved: dict[str, Any], current: dict[str, Any]) -> None:
     """Refuse to resume a checkpoint written under another configuration, naming the keys."""
-    a, b = flatten(saved), flatten(current)
+    a, b = flatten(with_protocol(saved)), flatten(with_protocol(current))
     differ = sorted(k for k in a.keys() | b.keys() if a.get(k, "<absent>") != b.get(k, "<absent>"))
     if differ:
         lines = [f"  {k}: checkpoint {a.get(k, '<absent>')!r}, now {b.get(k, '<absent>')!r}"

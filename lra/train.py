@@ -432,7 +432,8 @@ def _train(config: Config, workdir: Path, *, data_dir: Path, results_dir: Path |
     log.close()
     record = {
         "task": config.task, "attention": config.attention, "preset": config.preset,
-        "seed": config.seed, "config": config.to_dict(), "task_facts": task.describe(),
+        "protocol": config.protocol, "seed": config.seed, "config": config.to_dict(),
+        "task_facts": task.describe(),
         "eval_history": results.eval_history(history.val_curve),
         "data": {**provenance.to_dict(),
                  "examples": {"train": len(train_src), "val": len(val_src), "test": len(test_src)},
