@@ -110,13 +110,13 @@ MODERN: dict[str, dict] = {
         train_examples=TRAIN_EXAMPLES),
     # S4@e757cef configs/experiment/lra/s4-cifar.yaml, model.layer.mode=diag
     "s4d": _recipes.s4d(d=512, n=64, prenorm=False, dropout=0.1, dt_min=1e-3, lr=0.01,
-          weight_decay=0.05, batch=50, steps=180_000, warmup=18_000, epochs=200),
+        weight_decay=0.05, batch=50, steps=180_000, warmup=18_000, epochs=200),
     # P-LRU App. D, Tables 8-9 (image row)
     "lru": _recipes.lru(d=512, n=384, steps=180_000, batch=50, lr_factor=0.25, weight_decay=0.05,
-          dropout=0.1, r_min=0.9, r_max=0.999, max_phase=2 * math.pi,
-          train_examples=TRAIN_EXAMPLES),
+        dropout=0.1, r_min=0.9, r_max=0.999, max_phase=2 * math.pi,
+        train_examples=TRAIN_EXAMPLES),
     # MEGA@aeaa4b4 examples/mega/README.lra.md + fairseq/models/lra/model.py (image)
     "mega": _recipes.mega(layers=8, d=160, hidden=320, z=96, attn_fn="laplace", norm="batch",
-            prenorm=True, lr=0.01, weight_decay=0.02, dropout=0.0, batch=50,
-            update_freq=1, steps=180_000, warmup=9_000, epochs=200),
+        prenorm=True, lr=0.01, weight_decay=0.02, dropout=0.0, batch=50,
+        update_freq=1, steps=180_000, warmup=9_000, epochs=200),
 }

@@ -69,13 +69,13 @@ MODERN: dict[str, dict] = {
         train_examples=TRAIN_EXAMPLES),
     # S4@e757cef configs/experiment/lra/s4-listops.yaml, model.layer.mode=diag
     "s4d": _recipes.s4d(d=256, n=4, prenorm=False, dropout=0.0, dt_min=1e-3, lr=0.01,
-          weight_decay=0.05, batch=32, steps=120_000, warmup=12_000, epochs=40),
+        weight_decay=0.05, batch=32, steps=120_000, warmup=12_000, epochs=40),
     # P-LRU App. D, Tables 8-9 (listops row)
     "lru": _recipes.lru(d=128, n=256, steps=80_000, batch=32, lr_factor=0.5, weight_decay=0.05,
-          dropout=0.0, r_min=0.0, r_max=0.99, max_phase=2 * math.pi,
-          train_examples=TRAIN_EXAMPLES),
+        dropout=0.0, r_min=0.0, r_max=0.99, max_phase=2 * math.pi,
+        train_examples=TRAIN_EXAMPLES),
     # MEGA@aeaa4b4 examples/mega/README.lra.md + fairseq/models/lra/model.py (listops)
     "mega": _recipes.mega(layers=6, d=80, hidden=160, z=64, attn_fn="softmax", norm="layer",
-            prenorm=False, lr=1e-3, weight_decay=0.01, dropout=0.1, batch=64,
-            update_freq=1, steps=90_000, warmup=3_000, epochs=60),
+        prenorm=False, lr=1e-3, weight_decay=0.01, dropout=0.1, batch=64,
+        update_freq=1, steps=90_000, warmup=3_000, epochs=60),
 }

@@ -131,13 +131,13 @@ MODERN: dict[str, dict] = {
         train_examples=TRAIN_EXAMPLES),
     # S4@e757cef configs/experiment/lra/s4-pathfinder.yaml, model.layer.mode=diag
     "s4d": _recipes.s4d(d=256, n=64, prenorm=True, dropout=0.0, dt_min=1e-3, lr=0.004,
-          weight_decay=0.05, batch=64, steps=500_000, warmup=50_000, epochs=200),
+        weight_decay=0.05, batch=64, steps=500_000, warmup=50_000, epochs=200),
     # P-LRU App. D, Tables 8-9 (pathfinder row)
     "lru": _recipes.lru(d=192, n=256, steps=500_000, batch=64, lr_factor=0.25, weight_decay=0.05,
-          dropout=0.0, r_min=0.9, r_max=0.999, max_phase=2 * math.pi,
-          train_examples=TRAIN_EXAMPLES),
+        dropout=0.0, r_min=0.9, r_max=0.999, max_phase=2 * math.pi,
+        train_examples=TRAIN_EXAMPLES),
     # MEGA@aeaa4b4 examples/mega/README.lra.md + fairseq/models/lra/model.py (pathfinder)
     "mega": _recipes.mega(layers=6, d=128, hidden=256, z=64, attn_fn="laplace", norm="batch",
-            prenorm=True, lr=0.01, weight_decay=0.01, dropout=0.0, batch=128,
-            update_freq=1, steps=250_000, warmup=50_000, epochs=200),
+        prenorm=True, lr=0.01, weight_decay=0.01, dropout=0.0, batch=128,
+        update_freq=1, steps=250_000, warmup=50_000, epochs=200),
 }

@@ -84,13 +84,13 @@ MODERN: dict[str, dict] = {
         train_examples=TRAIN_EXAMPLES),
     # S4@e757cef configs/experiment/lra/s4-pathx.yaml, model.layer.mode=diag
     "s4d": _recipes.s4d(d=256, n=64, prenorm=True, dropout=0.0, dt_min=1e-4, lr=0.001,
-          weight_decay=0.05, batch=16, steps=500_000, warmup=50_000, epochs=50),
+        weight_decay=0.05, batch=16, steps=500_000, warmup=50_000, epochs=50),
     # P-LRU App. D, Tables 8-9 (pathx row)
     "lru": _recipes.lru(d=128, n=256, steps=250_000, batch=32, lr_factor=0.25, weight_decay=0.05,
-          dropout=0.0, r_min=0.999, r_max=0.9999, max_phase=math.pi / 10,
-          train_examples=TRAIN_EXAMPLES),
+        dropout=0.0, r_min=0.999, r_max=0.9999, max_phase=math.pi / 10,
+        train_examples=TRAIN_EXAMPLES),
     # MEGA@aeaa4b4 examples/mega/README.lra.md + fairseq/models/lra/model.py (pathx)
     "mega": _recipes.mega(layers=4, d=64, hidden=128, z=32, attn_fn="laplace", norm="batch",
-            prenorm=True, lr=0.01, weight_decay=0.01, dropout=0.0, batch=16,
-            update_freq=8, steps=125_000, warmup=25_000, epochs=100),
+        prenorm=True, lr=0.01, weight_decay=0.01, dropout=0.0, batch=16,
+        update_freq=8, steps=125_000, warmup=25_000, epochs=100),
 }

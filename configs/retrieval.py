@@ -68,13 +68,13 @@ MODERN: dict[str, dict] = {
         train_examples=TRAIN_EXAMPLES),
     # S4@e757cef configs/experiment/lra/s4-aan.yaml, model.layer.mode=diag
     "s4d": _recipes.s4d(d=256, n=4, prenorm=True, dropout=0.0, dt_min=1e-3, lr=0.01,
-          weight_decay=0.05, batch=64, steps=50_000, warmup=5_000, epochs=20),
+        weight_decay=0.05, batch=64, steps=50_000, warmup=5_000, epochs=20),
     # P-LRU App. D, Tables 8-9 (retrieval row)
     "lru": _recipes.lru(d=128, n=256, steps=100_000, batch=64, lr_factor=0.5, weight_decay=0.05,
-          dropout=0.1, r_min=0.5, r_max=0.9, max_phase=2 * math.pi,
-          train_examples=TRAIN_EXAMPLES),
+        dropout=0.1, r_min=0.5, r_max=0.9, max_phase=2 * math.pi,
+        train_examples=TRAIN_EXAMPLES),
     # MEGA@aeaa4b4 examples/mega/README.lra.md + fairseq/models/lra/model.py (retrieval)
     "mega": _recipes.mega(layers=6, d=128, hidden=256, z=64, attn_fn="softmax", norm="layer",
-            prenorm=False, lr=3e-3, weight_decay=0.04, dropout=0.1, batch=8,
-            update_freq=8, steps=91_960, warmup=10_000, epochs=40),
+        prenorm=False, lr=3e-3, weight_decay=0.04, dropout=0.1, batch=8,
+        update_freq=8, steps=91_960, warmup=10_000, epochs=40),
 }

@@ -72,13 +72,13 @@ MODERN: dict[str, dict] = {
         train_examples=TRAIN_EXAMPLES),
     # S4@e757cef configs/experiment/lra/s4-imdb.yaml, model.layer.mode=diag
     "s4d": _recipes.s4d(d=256, n=4, prenorm=True, dropout=0.0, dt_min=1e-3, lr=0.01,
-          weight_decay=0.05, batch=16, steps=50_000, warmup=5_000, epochs=32),
+        weight_decay=0.05, batch=16, steps=50_000, warmup=5_000, epochs=32),
     # P-LRU App. D, Tables 8-9 (text row)
     "lru": _recipes.lru(d=256, n=192, steps=50_000, batch=32, lr_factor=0.1, weight_decay=0.05,
-          dropout=0.1, r_min=0.5, r_max=0.9, max_phase=2 * math.pi,
-          train_examples=TRAIN_EXAMPLES),
+        dropout=0.1, r_min=0.5, r_max=0.9, max_phase=2 * math.pi,
+        train_examples=TRAIN_EXAMPLES),
     # MEGA@aeaa4b4 examples/mega/README.lra.md + fairseq/models/lra/model.py (text)
     "mega": _recipes.mega(layers=4, d=128, hidden=256, z=64, attn_fn="softmax", norm="layer",
-            prenorm=False, lr=4e-3, weight_decay=0.01, dropout=0.1, batch=25,
-            update_freq=2, steps=25_000, warmup=10_000, epochs=50),
+        prenorm=False, lr=4e-3, weight_decay=0.01, dropout=0.1, batch=25,
+        update_freq=2, steps=25_000, warmup=10_000, epochs=50),
 }
