@@ -211,7 +211,9 @@ def plan(cells: list[Cell], args: argparse.Namespace, *, decide_actions: bool = 
             # recorded as failed and the others run. A problem of every cell (a bad --set) stops
             # the sweep before anything runs.
             errors.append(f"{cell}: {err}")
-            workdir = Path(args.workdirs) / f"{cell.task}-{cell.attention}-{args.preset}-seed{cell.seed}"
+            protocol = "" if args.protocol == "lra" else f"-{args.protocol}"
+            workdir = Path(args.workdirs) / (f"{cell.task}-{cell.attention}-{args.preset}{protocol}"
+                                             f"-seed{cell.seed}")
             plans.append(Plan(cell, run_argv(cell, args, workdir), workdir, "invalid", str(err)))
             continue
         workdir = Path(args.workdirs) / run_cli.workdir_name(config)
