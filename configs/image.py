@@ -35,6 +35,13 @@ A sequence is 1024 pixels whatever the preset, so the presets shrink the model a
 ``small`` is 1 layer, d 64, 2 heads, batch 16, 1000 steps with lr 1e-3; ``tiny`` uses batch 8.
 """
 
+import math
+
+from configs import _recipes
+from configs._recipes import COMMON, PIXELS
+
+TRAIN_EXAMPLES = 45_000  # training examples of the full task (steps per epoch = this // batch)
+
 BASE = {
     "model.emb_dim": 128, "model.num_heads": 8, "model.num_layers": 1, "model.qkv_dim": 64,
     "model.mlp_dim": 128, "model.dropout": 0.3, "model.attention_dropout": 0.2,
@@ -86,4 +93,30 @@ LRA_SIZES: dict[str, str] = {
 ATTENTION_PRESETS: dict[tuple[str, str], dict] = {
     (name, preset): {key: PRESETS[preset][key] for key in delta if key in PRESETS[preset]}
     for name, delta in ATTENTION.items() for preset in ("tiny", "small")
+}
+
+
+# --protocol modern (lra.config's docstring; README "Two protocols"): "*" applies to every family on
+# this task, the named entries are the families' published recipes at their full budget (configs/
+# _recipes.py maps them to config keys and lists what this suite runs differently). Attention
+# families keep their LRA size and budget above, with mean pooling and pre-norm.
+# Pixels: values normalised by task.pixel_stats through a linear encoder (S5, S4, Mega).
+MODERN: dict[str, dict] = {
+    "*": {**COMMON, **PIXELS},
+    # S5@3c18fdb bin/run_experiments/run_lra_cifar.sh
+    "s5": _recipes.s5(layers=6, d=512, p=384, j=3, c_init="lecun_normal", clip_eigs=True, dt_min=1e-3,
+        bn_momentum=0.95, dropout=0.1, ssm_lr=1e-3, lr_factor=4.5, weight_decay=0.07,
+        warmup_epochs=1, epochs=250, batch=50,
+        train_examples=TRAIN_EXAMPLES),
+    # S4@e757cef configs/experiment/lra/s4-cifar.yaml, model.layer.mode=diag
+    "s4d": _recipes.s4d(d=512, n=64, prenorm=False, dropout=0.1, dt_min=1e-3, lr=0.01,
+        weight_decay=0.05, batch=50, steps=180_000, warmup=18_000, epochs=200),
+    # P-LRU App. D, Tables 8-9 (image row)
+    "lru": _recipes.lru(d=512, n=384, steps=180_000, batch=50, lr_factor=0.25, weight_decay=0.05,
+        dropout=0.1, r_min=0.9, r_max=0.999, max_phase=2 * math.pi,
+        train_examples=TRAIN_EXAMPLES),
+    # MEGA@aeaa4b4 examples/mega/README.lra.md + fairseq/models/lra/model.py (image)
+    "mega": _recipes.mega(layers=8, d=160, hidden=320, z=96, attn_fn="laplace", norm="batch",
+        prenorm=True, lr=0.01, weight_decay=0.02, dropout=0.0, batch=50,
+        update_freq=1, steps=180_000, warmup=9_000, epochs=200),
 }

@@ -10,6 +10,13 @@ and rsqrt decay (peak 1.58e-3), weight decay 0.1, 5000 steps, validation every 5
 ``small`` trains on a shorter ListOps (lengths 20-150, depth <= 6) that a small model learns on a CPU.
 """
 
+import math
+
+from configs import _recipes
+from configs._recipes import COMMON
+
+TRAIN_EXAMPLES = 96_000  # training examples of the full task (steps per epoch = this // batch)
+
 BASE = {
     "model.emb_dim": 512, "model.num_heads": 8, "model.num_layers": 4, "model.qkv_dim": 512,
     "model.mlp_dim": 1024, "model.dropout": 0.1, "model.attention_dropout": 0.1,
@@ -46,4 +53,29 @@ PRESETS = {
 # ``global_tokens`` option: local, sparse, longformer.)
 ATTENTION: dict[str, dict] = {
     "performer": {"attn.kernel": "softmax", "attn.nb_features": 2},
+}
+
+
+# --protocol modern (lra.config's docstring; README "Two protocols"): "*" applies to every family on
+# this task, the named entries are the families' published recipes at their full budget (configs/
+# _recipes.py maps them to config keys and lists what this suite runs differently). Attention
+# families keep their LRA size and budget above, with mean pooling and pre-norm.
+MODERN: dict[str, dict] = {
+    "*": dict(COMMON),
+    # S5@3c18fdb bin/run_experiments/run_lra_listops.sh
+    "s5": _recipes.s5(layers=8, d=128, p=16, j=8, c_init="lecun_normal", clip_eigs=False, dt_min=1e-3,
+        bn_momentum=0.95, dropout=0.0, ssm_lr=1e-3, lr_factor=3, weight_decay=0.04,
+        warmup_epochs=1, epochs=40, batch=50,
+        train_examples=TRAIN_EXAMPLES),
+    # S4@e757cef configs/experiment/lra/s4-listops.yaml, model.layer.mode=diag
+    "s4d": _recipes.s4d(d=256, n=4, prenorm=False, dropout=0.0, dt_min=1e-3, lr=0.01,
+        weight_decay=0.05, batch=32, steps=120_000, warmup=12_000, epochs=40),
+    # P-LRU App. D, Tables 8-9 (listops row)
+    "lru": _recipes.lru(d=128, n=256, steps=80_000, batch=32, lr_factor=0.5, weight_decay=0.05,
+        dropout=0.0, r_min=0.0, r_max=0.99, max_phase=2 * math.pi,
+        train_examples=TRAIN_EXAMPLES),
+    # MEGA@aeaa4b4 examples/mega/README.lra.md + fairseq/models/lra/model.py (listops)
+    "mega": _recipes.mega(layers=6, d=80, hidden=160, z=64, attn_fn="softmax", norm="layer",
+        prenorm=False, lr=1e-3, weight_decay=0.01, dropout=0.1, batch=64,
+        update_freq=1, steps=90_000, warmup=3_000, epochs=60),
 }

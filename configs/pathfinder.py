@@ -45,6 +45,13 @@ at chance for a long time before it takes off (LRA issues #37, #60), so a CPU ru
 working, not the task solved.
 """
 
+import math
+
+from configs import _recipes
+from configs._recipes import COMMON, PIXELS
+
+TRAIN_EXAMPLES = 160_000  # training examples of the full task (steps per epoch = this // batch)
+
 BASE = {
     "model.emb_dim": 32, "model.num_heads": 4, "model.num_layers": 4, "model.qkv_dim": 16,
     "model.mlp_dim": 32, "model.dropout": 0.2, "model.attention_dropout": 0.1,
@@ -107,4 +114,30 @@ LRA_SIZES: dict[str, str] = {
 ATTENTION_PRESETS: dict[tuple[str, str], dict] = {
     (name, preset): {key: PRESETS[preset][key] for key in delta if key in PRESETS[preset]}
     for name, delta in ATTENTION.items() for preset in ("tiny", "small")
+}
+
+
+# --protocol modern (lra.config's docstring; README "Two protocols"): "*" applies to every family on
+# this task, the named entries are the families' published recipes at their full budget (configs/
+# _recipes.py maps them to config keys and lists what this suite runs differently). Attention
+# families keep their LRA size and budget above, with mean pooling and pre-norm.
+# Pixels: values normalised by task.pixel_stats through a linear encoder (S5, S4, Mega).
+MODERN: dict[str, dict] = {
+    "*": {**COMMON, **PIXELS},
+    # S5@3c18fdb bin/run_experiments/run_lra_pathfinder.sh
+    "s5": _recipes.s5(layers=6, d=192, p=256, j=8, c_init="trunc_standard_normal", clip_eigs=False,
+        dt_min=1e-3, bn_momentum=0.9, dropout=0.05, ssm_lr=9e-4, lr_factor=5,
+        weight_decay=0.03, warmup_epochs=1, epochs=200, batch=64,
+        train_examples=TRAIN_EXAMPLES),
+    # S4@e757cef configs/experiment/lra/s4-pathfinder.yaml, model.layer.mode=diag
+    "s4d": _recipes.s4d(d=256, n=64, prenorm=True, dropout=0.0, dt_min=1e-3, lr=0.004,
+        weight_decay=0.05, batch=64, steps=500_000, warmup=50_000, epochs=200),
+    # P-LRU App. D, Tables 8-9 (pathfinder row)
+    "lru": _recipes.lru(d=192, n=256, steps=500_000, batch=64, lr_factor=0.25, weight_decay=0.05,
+        dropout=0.0, r_min=0.9, r_max=0.999, max_phase=2 * math.pi,
+        train_examples=TRAIN_EXAMPLES),
+    # MEGA@aeaa4b4 examples/mega/README.lra.md + fairseq/models/lra/model.py (pathfinder)
+    "mega": _recipes.mega(layers=6, d=128, hidden=256, z=64, attn_fn="laplace", norm="batch",
+        prenorm=True, lr=0.01, weight_decay=0.01, dropout=0.0, batch=128,
+        update_freq=1, steps=250_000, warmup=50_000, epochs=200),
 }

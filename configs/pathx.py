@@ -28,6 +28,13 @@ once), 1 layer, d 32, batch 8, 300 steps: minutes for a linear-time family on a 
 chance, as every LRA model was).
 """
 
+import math
+
+from configs import _recipes
+from configs._recipes import COMMON, PIXELS
+
+TRAIN_EXAMPLES = 160_000  # training examples of the full task (steps per epoch = this // batch)
+
 BASE = {
     "model.emb_dim": 32, "model.num_heads": 2, "model.num_layers": 1, "model.qkv_dim": 16,
     "model.mlp_dim": 32, "model.dropout": 0.1, "model.attention_dropout": 0.1,
@@ -60,4 +67,30 @@ ATTENTION: dict[str, dict] = {
     # Dense scores would be 1 GiB per head and example: blocks of 512 queries, recomputed in the
     # backward pass, keep softmax within a few GiB at batch 8 (same result, same O(L^2) time).
     "softmax": {"attn.query_chunk": 512},
+}
+
+
+# --protocol modern (lra.config's docstring; README "Two protocols"): "*" applies to every family on
+# this task, the named entries are the families' published recipes at their full budget (configs/
+# _recipes.py maps them to config keys and lists what this suite runs differently). Attention
+# families keep their LRA size and budget above, with mean pooling and pre-norm.
+# Pixels: values normalised by task.pixel_stats through a linear encoder (S5, S4, Mega).
+MODERN: dict[str, dict] = {
+    "*": {**COMMON, **PIXELS},
+    # S5@3c18fdb bin/run_experiments/run_lra_pathx.sh
+    "s5": _recipes.s5(layers=6, d=128, p=256, j=16, c_init="complex_normal", clip_eigs=False, dt_min=1e-4,
+        bn_momentum=0.9, dropout=0.0, ssm_lr=6e-4, lr_factor=3, weight_decay=0.06,
+        warmup_epochs=1, epochs=75, batch=32,
+        train_examples=TRAIN_EXAMPLES),
+    # S4@e757cef configs/experiment/lra/s4-pathx.yaml, model.layer.mode=diag
+    "s4d": _recipes.s4d(d=256, n=64, prenorm=True, dropout=0.0, dt_min=1e-4, lr=0.001,
+        weight_decay=0.05, batch=16, steps=500_000, warmup=50_000, epochs=50),
+    # P-LRU App. D, Tables 8-9 (pathx row)
+    "lru": _recipes.lru(d=128, n=256, steps=250_000, batch=32, lr_factor=0.25, weight_decay=0.05,
+        dropout=0.0, r_min=0.999, r_max=0.9999, max_phase=math.pi / 10,
+        train_examples=TRAIN_EXAMPLES),
+    # MEGA@aeaa4b4 examples/mega/README.lra.md + fairseq/models/lra/model.py (pathx)
+    "mega": _recipes.mega(layers=4, d=64, hidden=128, z=32, attn_fn="laplace", norm="batch",
+        prenorm=True, lr=0.01, weight_decay=0.01, dropout=0.0, batch=16,
+        update_freq=8, steps=125_000, warmup=25_000, epochs=100),
 }

@@ -15,6 +15,13 @@ matching configs change only the model type; the only delta is Performer's kerne
 ``small`` reads the first 256 bytes of each document.
 """
 
+import math
+
+from configs import _recipes
+from configs._recipes import COMMON
+
+TRAIN_EXAMPLES = 147_086  # training examples of the full task (steps per epoch = this // batch)
+
 BASE = {
     "model.emb_dim": 128, "model.num_heads": 4, "model.num_layers": 4, "model.qkv_dim": 128,
     "model.mlp_dim": 512, "model.dropout": 0.1, "model.attention_dropout": 0.1,
@@ -45,4 +52,29 @@ PRESETS = {
 # LRA's Performer on Retrieval ran the deterministic ReLU ("generalized") kernel, not FAVOR+.
 ATTENTION: dict[str, dict] = {
     "performer": {"attn.kernel": "relu"},
+}
+
+
+# --protocol modern (lra.config's docstring; README "Two protocols"): "*" applies to every family on
+# this task, the named entries are the families' published recipes at their full budget (configs/
+# _recipes.py maps them to config keys and lists what this suite runs differently). Attention
+# families keep their LRA size and budget above, with mean pooling and pre-norm.
+MODERN: dict[str, dict] = {
+    "*": dict(COMMON),
+    # S5@3c18fdb bin/run_experiments/run_lra_aan.sh
+    "s5": _recipes.s5(layers=6, d=128, p=256, j=16, c_init="trunc_standard_normal", clip_eigs=False,
+        dt_min=1e-3, bn_momentum=0.95, dropout=0.0, ssm_lr=1e-3, lr_factor=2,
+        weight_decay=0.05, warmup_epochs=1, epochs=20, batch=32,
+        train_examples=TRAIN_EXAMPLES),
+    # S4@e757cef configs/experiment/lra/s4-aan.yaml, model.layer.mode=diag
+    "s4d": _recipes.s4d(d=256, n=4, prenorm=True, dropout=0.0, dt_min=1e-3, lr=0.01,
+        weight_decay=0.05, batch=64, steps=50_000, warmup=5_000, epochs=20),
+    # P-LRU App. D, Tables 8-9 (retrieval row)
+    "lru": _recipes.lru(d=128, n=256, steps=100_000, batch=64, lr_factor=0.5, weight_decay=0.05,
+        dropout=0.1, r_min=0.5, r_max=0.9, max_phase=2 * math.pi,
+        train_examples=TRAIN_EXAMPLES),
+    # MEGA@aeaa4b4 examples/mega/README.lra.md + fairseq/models/lra/model.py (retrieval)
+    "mega": _recipes.mega(layers=6, d=128, hidden=256, z=64, attn_fn="softmax", norm="layer",
+        prenorm=False, lr=3e-3, weight_decay=0.04, dropout=0.1, batch=8,
+        update_freq=8, steps=91_960, warmup=10_000, epochs=40),
 }

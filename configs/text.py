@@ -17,6 +17,13 @@ set were never passed to the model), so the only delta is Performer's kernel.
 ``small`` reads the first 256 bytes of each review.
 """
 
+import math
+
+from configs import _recipes
+from configs._recipes import COMMON
+
+TRAIN_EXAMPLES = 25_000  # training examples of the full task (steps per epoch = this // batch)
+
 BASE = {
     "model.emb_dim": 256, "model.num_heads": 4, "model.num_layers": 4, "model.qkv_dim": 256,
     "model.mlp_dim": 1024, "model.dropout": 0.1, "model.attention_dropout": 0.1,
@@ -48,4 +55,30 @@ PRESETS = {
 # (lra_original.md section 3; attention/performer.py).
 ATTENTION: dict[str, dict] = {
     "performer": {"attn.kernel": "relu"},
+}
+
+
+# --protocol modern (lra.config's docstring; README "Two protocols"): "*" applies to every family on
+# this task, the named entries are the families' published recipes at their full budget (configs/
+# _recipes.py maps them to config keys and lists what this suite runs differently). Attention
+# families keep their LRA size and budget above, with mean pooling and pre-norm.
+# Text: the modern recipes read 4096 characters (S5, S4 l_max 4096; Mega 4002), not LRA's 1000.
+MODERN: dict[str, dict] = {
+    "*": {**COMMON, "data.max_length": 4096},
+    # S5@3c18fdb bin/run_experiments/run_lra_imdb.sh
+    "s5": _recipes.s5(layers=6, d=256, p=192, j=12, c_init="lecun_normal", clip_eigs=False, dt_min=1e-3,
+        bn_momentum=0.95, dropout=0.1, ssm_lr=1e-3, lr_factor=4, weight_decay=0.07,
+        warmup_epochs=0, epochs=35, batch=50,
+        train_examples=TRAIN_EXAMPLES),
+    # S4@e757cef configs/experiment/lra/s4-imdb.yaml, model.layer.mode=diag
+    "s4d": _recipes.s4d(d=256, n=4, prenorm=True, dropout=0.0, dt_min=1e-3, lr=0.01,
+        weight_decay=0.05, batch=16, steps=50_000, warmup=5_000, epochs=32),
+    # P-LRU App. D, Tables 8-9 (text row)
+    "lru": _recipes.lru(d=256, n=192, steps=50_000, batch=32, lr_factor=0.1, weight_decay=0.05,
+        dropout=0.1, r_min=0.5, r_max=0.9, max_phase=2 * math.pi,
+        train_examples=TRAIN_EXAMPLES),
+    # MEGA@aeaa4b4 examples/mega/README.lra.md + fairseq/models/lra/model.py (text)
+    "mega": _recipes.mega(layers=4, d=128, hidden=256, z=64, attn_fn="softmax", norm="layer",
+        prenorm=False, lr=4e-3, weight_decay=0.01, dropout=0.1, batch=25,
+        update_freq=2, steps=25_000, warmup=10_000, epochs=50),
 }

@@ -1,10 +1,10 @@
 """Orbax checkpoints of a run: the last state (for resuming) and the best-validation state.
 
 Layout: ``<workdir>/checkpoints/last/<step>/`` (the two newest kept) and
-``<workdir>/checkpoints/best/<step>/`` (one kept). Each holds ``state`` (step, parameters, optimizer
-state) and ``meta`` (JSON: the resolved config, the metric history needed to finish the run, the data
-position = the step). Saves are asynchronous; the RNG needs no saving because every step's randomness
-is derived from (seed, step).
+``<workdir>/checkpoints/best/<step>/`` (one kept). Each holds ``state`` (step, parameters, BatchNorm's
+running statistics, optimizer state) and ``meta`` (JSON: the resolved config, the metric history
+needed to finish the run, the data position = the step). Saves are asynchronous; the RNG needs no
+saving because every step's randomness is derived from (seed, step).
 
 Verification: once a save has completed (orbax has renamed it into place), the SHA-256 of its files
 (relative paths and bytes, in sorted order) is written to ``checkpoints/checksums/<which>-<step>
@@ -27,7 +27,7 @@ from typing import Any
 import jax
 import orbax.checkpoint as ocp
 
-from lra.config import flatten
+from lra.config import flatten, with_protocol
 
 
 class ConfigMismatchError(RuntimeError):
@@ -184,7 +184,7 @@ class Checkpoints:
 
 def check_same_config(saved: dict[str, Any], current: dict[str, Any]) -> None:
     """Refuse to resume a checkpoint written under another configuration, naming the keys."""
-    a, b = flatten(saved), flatten(current)
+    a, b = flatten(with_protocol(saved)), flatten(with_protocol(current))
     differ = sorted(k for k in a.keys() | b.keys() if a.get(k, "<absent>") != b.get(k, "<absent>"))
     if differ:
         lines = [f"  {k}: checkpoint {a.get(k, '<absent>')!r}, now {b.get(k, '<absent>')!r}"

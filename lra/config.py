@@ -1,8 +1,20 @@
 """Run configuration: typed dataclasses, presets from configs/<task>.py, command-line overrides.
 
-Resolution order (later wins): dataclass defaults < the task's ``BASE`` < the task's ``PRESETS[preset]``
-< the task's ``ATTENTION[attention]`` deltas (tuned per family by LRA or the family's paper) <
-``--set key=value`` overrides. Keys are dotted (``train.lr``, ``model.num_layers``, ``attn.eps``,
+Two protocols (``--protocol``; README "Two protocols"), orthogonal to the preset (the scale):
+
+* ``lra`` (the default): dataclass defaults < the task's ``BASE`` < the task's ``PRESETS[preset]``
+  < the task's ``ATTENTION[attention]`` deltas (tuned per family by LRA or the family's paper) <
+  ``ATTENTION_PRESETS[(attention, preset)]`` < ``--set key=value`` overrides.
+* ``modern`` (the published recipes of S4D, S5, LRU and Mega): dataclass defaults < ``BASE`` <
+  ``ATTENTION[attention]`` (an attention family's LRA model size) < the task's ``MODERN["*"]`` (every
+  family under the modern protocol on that task: mean pooling, pre-norm, pixels as values) <
+  ``MODERN[attention]`` (the family's published recipe at its full budget) < the scale keys of
+  ``PRESETS[preset]`` (``SCALE_KEYS``: data sizes, model widths and depth, batch, steps; ``paper`` has
+  none, so ``paper`` is the published budget; the recipe's optimiser, norm and options stay) <
+  ``--set`` overrides.
+
+The config records its protocol (``Config.protocol``; a config or result file without one is
+``lra``). Keys are dotted (``train.lr``, ``model.num_layers``, ``attn.eps``,
 ``data.max_length``); ``attn.*`` are the attention family's options and ``data.*`` the task's data
 options, both checked against what the family / task accepts. An unknown key is an error that lists
 close matches.
@@ -30,6 +42,12 @@ import attention
 import tasks
 
 PRESETS = ("tiny", "small", "paper")
+PROTOCOLS = ("lra", "modern")
+
+# What a preset may change under --protocol modern: the scale of a run, never its recipe.
+SCALE_KEYS = ("model.emb_dim", "model.num_heads", "model.num_layers", "model.qkv_dim",
+              "model.mlp_dim", "train.batch_size", "train.num_steps", "train.warmup_steps",
+              "train.eval_every", "train.eval_batches", "train.checkpoint_every", "train.log_every")
 
 
 class ConfigError(ValueError):
@@ -83,6 +101,7 @@ class Config:
     attention: str
     preset: str = "paper"
     seed: int = 0
+    protocol: str = "lra"  # "lra" | "modern" (lra.config's module docstring)
     model: ModelConfig = field(default_factory=ModelConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     data: dict[str, Any] = field(default_factory=dict)  # the task's data options
@@ -94,8 +113,15 @@ class Config:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Config:
         return cls(task=d["task"], attention=d["attention"], preset=d["preset"], seed=d["seed"],
+                   protocol=d.get("protocol", "lra"),
                    model=ModelConfig(**d["model"]), train=TrainConfig(**d["train"]),
                    data=dict(d["data"]), attn=dict(d["attn"]))
+
+
+def with_protocol(config: dict[str, Any]) -> dict[str, Any]:
+    """A config dict (a result file's, a checkpoint's) with its protocol stated: written before
+    protocols existed, it is ``lra``. Used wherever saved configs are compared with resolved ones."""
+    return config if "protocol" in config else {**config, "protocol": "lra"}
 
 
 def _parse_value(text: str, like: Any, key: str) -> Any:
@@ -167,22 +193,33 @@ def _apply(cfg: dict[str, Any], key: str, value: Any, *, attn_options: dict[str,
 
 
 def load(task: str, attention_name: str, *, preset: str = "paper", seed: int = 0,
-         overrides: list[str] | dict[str, Any] | None = None) -> Config:
-    """Resolve the configuration of one (task, attention, preset) run."""
+         overrides: list[str] | dict[str, Any] | None = None, protocol: str = "lra") -> Config:
+    """Resolve the configuration of one (task, attention, preset, protocol) run (the order of the
+    layers: the module docstring)."""
     if preset not in PRESETS:
         raise ConfigError(f"unknown preset {preset!r}; choose from {', '.join(PRESETS)}")
+    if protocol not in PROTOCOLS:
+        raise ConfigError(f"unknown protocol {protocol!r}; choose from {', '.join(PROTOCOLS)}")
     tasks.family(task)  # raises with the valid choices
     attn_options = attention.options(attention_name)
     data_options = tasks.data_options(task)
     module = importlib.import_module(f"configs.{task}")
     cfg: dict[str, Any] = {
         "task": task, "attention": attention_name, "preset": preset, "seed": seed,
+        "protocol": protocol,
         "model": dataclasses.asdict(ModelConfig()), "train": dataclasses.asdict(TrainConfig()),
         "data": {}, "attn": {},
     }
-    layers = [module.BASE, module.PRESETS.get(preset, {}),
-              getattr(module, "ATTENTION", {}).get(attention_name, {}),
-              getattr(module, "ATTENTION_PRESETS", {}).get((attention_name, preset), {})]
+    if protocol == "lra":
+        layers = [module.BASE, module.PRESETS.get(preset, {}),
+                  getattr(module, "ATTENTION", {}).get(attention_name, {}),
+                  getattr(module, "ATTENTION_PRESETS", {}).get((attention_name, preset), {})]
+    else:
+        modern = module.MODERN
+        scale = {k: v for k, v in module.PRESETS.get(preset, {}).items()
+                 if k in SCALE_KEYS or k.startswith("data.")}
+        layers = [module.BASE, getattr(module, "ATTENTION", {}).get(attention_name, {}),
+                  modern["*"], modern.get(attention_name, {}), scale]
     for layer in layers:
         for key, value in layer.items():
             _apply(cfg, key, value, attn_options=attn_options, data_options=data_options,
@@ -219,6 +256,7 @@ _RANGES: dict[str, tuple[str, float | None, float | None, bool, bool]] = {
     "model.mlp_dim": ("int", 1, None, False, False),
     "model.dropout": ("float", 0, 1, False, True),
     "model.attention_dropout": ("float", 0, 1, False, True),
+    "model.bn_momentum": ("float", 0, 1, False, True),
     "train.batch_size": ("int", 1, None, False, False),
     "train.lr": ("float", 0, None, True, False),
     "train.warmup_steps": ("int", 0, None, False, False),
@@ -227,17 +265,21 @@ _RANGES: dict[str, tuple[str, float | None, float | None, bool, bool]] = {
     "train.b2": ("float", 0, 1, False, True),
     "train.eps": ("float", 0, None, True, False),
     "train.grad_clip": ("float", 0, None, False, False),
+    "train.ssm_lr": ("float", 0, None, False, False),
     "train.grad_accum": ("int", 1, None, False, False),
     "train.num_steps": ("int", 1, None, False, False),
     "train.eval_every": ("int", 1, None, False, False),
     "train.eval_batches": ("int", 0, None, False, False),
     "train.checkpoint_every": ("int", 1, None, False, False),
     "train.log_every": ("int", 1, None, False, False),
+    "train.chance_patience": ("int", 0, None, False, False),
     "seed": ("int", 0, 2**32 - 1, False, False),  # grain's shuffle takes a uint32 seed
 }
 _CHOICES = {"model.pooling": ("cls", "mean"), "model.positional": ("sinusoidal", "learned"),
-            "model.dtype": ("float32", "bfloat16"), "train.schedule": ("rsqrt", "cosine", "constant")}
-_BOOLS = ("model.remat",)
+            "model.dtype": ("float32", "bfloat16"), "train.schedule": ("rsqrt", "cosine", "constant"),
+            "model.norm": ("layer", "batch"), "model.channel_mixer": ("mlp", "glu"),
+            "model.input_encoder": ("embed", "linear")}
+_BOOLS = ("model.remat", "model.prenorm")
 
 
 def _allowed(kind: str, low, high, low_open: bool, high_open: bool) -> str:
@@ -303,6 +345,10 @@ def validate(config: Config) -> None:
         raise ConfigError(f"train.batch_size={t.batch_size} is not divisible by "
                           f"train.grad_accum={t.grad_accum}")
     task = _check_data(config)
+    if m.input_encoder == "linear" and task.pixel_stats is None:
+        raise ConfigError(f"model.input_encoder='linear' projects pixel values; task "
+                          f"{config.task!r} has token inputs (use it on image, pathfinder, pathx, "
+                          f"or model.input_encoder=embed)")
     _check_attention(config, task)
 
 

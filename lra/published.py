@@ -47,3 +47,28 @@ LRA_TABLE2 = {
     "linear": ((9.1, 9.3, 8.6, 7.8), (0.37, 0.57, 0.80, 1.03)),
     "performer": ((9.5, 9.4, 8.7, 8.0), (0.37, 0.59, 0.82, 1.06)),
 }
+
+# The modern protocol (README "Two protocols"): published rows of the state-space and gated-EMA models,
+# each under its own recipe (bidirectional, BatchNorm, mean pooling, best-validation selection, budgets
+# 10-100x LRA's). Never ranked with the LRA-protocol tables. Cells: ListOps, Text, Retrieval, Image,
+# Pathfinder, Path-X; the last value is the 6-task average as printed (None: none printed).
+# Facts: ../shared/reference/attention_zoo.md B3 and modern_baselines.md section 6.
+MODERN_PUBLISHED = {
+    # Gu et al., S4 v2 / S4-LegS (updated ICLR 2022 paper)
+    "S4": ((59.60, 86.82, 90.90, 88.65, 94.20, 96.35), 86.09,
+           "S4 v2 (Gu et al., ICLR 2022, updated version)"),
+    # S4D-LegS: secondary tables; the LRU paper's rounded row agrees
+    "S4D-LegS": ((60.47, 86.18, 89.46, 88.19, 93.06, 91.95), 84.89,
+                 "S4D (Gu et al., NeurIPS 2022), via secondary tables; LRU paper agrees"),
+    "S5": ((62.15, 89.31, 91.40, 88.00, 95.33, 98.58), 87.46,
+           "S5 (Smith et al., ICLR 2023), via secondary tables; LRU paper agrees"),
+    # LRU Table 3 (mean of 3 seeds); its Image cell is colour sCIFAR, not LRA-Image
+    "LRU": ((60.2, 89.4, 89.9, 89.0, 95.1, 94.2), None,
+            "LRU (Orvieto et al., ICML 2023) Table 3; Image = colour sCIFAR"),
+    "Mega": ((63.14, 90.43, 91.25, 90.44, 96.01, 97.98), 88.21,
+             "Mega (Ma et al., ICLR 2023) Table 2, mean of 5 seeds"),
+    "Mega-chunk": ((58.76, 90.19, 90.97, 85.80, 94.41, 93.81), 85.66,
+                   "Mega (Ma et al., ICLR 2023) Table 2"),
+    "Megalodon": ((63.79, 90.48, 91.76, 89.42, 98.13, 98.17), 88.63,
+                  "Megalodon (Ma et al., 2024, arXiv 2404.08801) Table 6"),
+}

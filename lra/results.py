@@ -92,7 +92,9 @@ def run_path(results_dir: Path, record: dict[str, Any]) -> Path:
     stamp = record["date"].replace(":", "").replace("-", "")[:15]
     # A random suffix: result files from many machines merge by copying into one runs/, and the
     # same cell can finish on two machines in the same second.
-    base = (f"{record['task']}__{record['attention']}__{record['preset']}__seed{record['seed']}__"
+    preset = record["preset"] + ("" if record.get("protocol", "lra") == "lra"
+                                 else f"-{record['protocol']}")
+    base = (f"{record['task']}__{record['attention']}__{preset}__seed{record['seed']}__"
             f"{record['device']['platform']}{record['device']['count']}__{stamp}__"
             f"{secrets.token_hex(4)}")
     return Path(results_dir) / "runs" / f"{base}.json"

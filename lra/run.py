@@ -35,7 +35,13 @@ def parser() -> argparse.ArgumentParser:
                    help=f"one of: {', '.join(task_names)}")
     p.add_argument("--attn", required=True, choices=attn_names, metavar="ATTN",
                    help=f"one of: {', '.join(attn_names)}")
-    p.add_argument("--preset", default="paper", choices=config_lib.PRESETS)
+    p.add_argument("--preset", default="paper", choices=config_lib.PRESETS,
+                   help="the scale of the run: tiny, small, paper (the protocol's full budget)")
+    p.add_argument("--protocol", default="lra", choices=config_lib.PROTOCOLS,
+                   help="lra: LRA's published setup per task (the default); modern: each family's "
+                        "published modern recipe (S5, S4D, LRU, Mega; attention families with mean "
+                        "pooling, pre-norm, best-validation selection). Never ranked together; "
+                        "see README 'Two protocols'")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--workdir", type=Path, default=None,
                    help="checkpoints, metrics.jsonl and tensorboard/; re-running with the same "
@@ -65,14 +71,16 @@ def resolve_config(args: argparse.Namespace) -> config_lib.Config:
     so a flag that changes the config is compared by the sweep's skip check without more code).
     Raises ``ConfigError`` or ``ValueError`` with a one-line message."""
     cfg = config_lib.load(args.task, args.attn, preset=args.preset, seed=args.seed,
-                          overrides=args.overrides)
+                          overrides=args.overrides, protocol=args.protocol)
     attention.check_options(cfg.attention, cfg.attn)
     return cfg
 
 
 def workdir_name(cfg: config_lib.Config) -> str:
-    """The default work directory's name under ``workdirs/`` (``lra.sweep`` uses the same)."""
-    return f"{cfg.task}-{cfg.attention}-{cfg.preset}-seed{cfg.seed}"
+    """The default work directory's name under ``workdirs/`` (``lra.sweep`` uses the same); runs of
+    the modern protocol get their own (``...-<preset>-modern-seed<N>``)."""
+    protocol = "" if cfg.protocol == "lra" else f"-{cfg.protocol}"
+    return f"{cfg.task}-{cfg.attention}-{cfg.preset}{protocol}-seed{cfg.seed}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -133,10 +141,13 @@ def main(argv: list[str] | None = None) -> int:
     m = record["metrics"]
     if record.get("status") == "existing":
         print(f"existing result (nothing trained or written): {record.get('result_file', '-')}")
-    print(f"{cfg.task}/{cfg.attention} ({cfg.preset}, seed {cfg.seed}): "
-          f"test accuracy {m['test_accuracy_at_last']:.4f} at the last step (LRA's protocol); "
-          f"{m['test_accuracy_at_best_val']:.4f} at the best validation step {m['best_val_step']} "
-          f"(val {m['best_val_accuracy']:.4f}); {m['steps_per_s']} steps/s")
+    last = f"{m['test_accuracy_at_last']:.4f} at the last step"
+    best = (f"{m['test_accuracy_at_best_val']:.4f} at the best validation step {m['best_val_step']} "
+            f"(val {m['best_val_accuracy']:.4f})")
+    headline = (f"{last} (LRA's protocol); {best}" if cfg.protocol == "lra"
+                else f"{best} (the modern protocol's selection); {last}")
+    print(f"{cfg.task}/{cfg.attention} ({cfg.preset}, {cfg.protocol} protocol, seed {cfg.seed}): "
+          f"test accuracy {headline}; {m['steps_per_s']} steps/s")
     if "result_file" in record:
         print(f"result: {record['result_file']}")
     return 0

@@ -142,12 +142,12 @@ def shard(cells: Iterable[Cell], index: int, count: int) -> list[Cell]:
 def run_argv(cell: Cell, args: argparse.Namespace, workdir: Path) -> list[str]:
     """lra.run's flags for one cell.
 
-    Hook for ``--protocol`` (issue 14): lra.run has no such flag yet. When it gains one (or any
-    other flag that changes the config), add it to this module's parser and append it here; the
-    skip check then compares it with no further code, since each cell's config is resolved by
-    lra.run's own parser and ``resolve_config`` from exactly these flags.
+    Every flag that changes the config (``--preset``, ``--protocol``, ``--set``) is passed here; the
+    skip check compares it with no further code, since each cell's config is resolved by lra.run's
+    own parser and ``resolve_config`` from exactly these flags.
     """
     argv = ["--task", cell.task, "--attn", cell.attention, "--preset", args.preset,
+            "--protocol", args.protocol,
             "--seed", str(cell.seed), "--workdir", str(workdir), "--results-dir", str(args.results_dir)]
     if args.data_dir is not None:
         argv += ["--data-dir", str(args.data_dir)]
@@ -169,7 +169,7 @@ def finished_configs(results_dir: Path) -> dict[str, str]:
     done: dict[str, str] = {}
     for path in sorted((Path(results_dir) / "runs").glob("*.json")):
         try:
-            config = json.loads(path.read_text())["config"]
+            config = config_lib.with_protocol(json.loads(path.read_text())["config"])
         except (OSError, ValueError, KeyError, TypeError) as err:
             raise SweepError(f"{path}: not a valid result file ({err!r}); move it away or fix it") from None
         done.setdefault(_canonical(config), path.name)
@@ -187,7 +187,7 @@ def decide(config: config_lib.Config, workdir: Path, finished: dict[str, str]) -
     step, saved_config = saved
     if saved_config is None:  # lra.run checks it when it starts
         return "resume", f"from step {step} (config not readable here)"
-    a, b = flatten(saved_config), flatten(current)
+    a, b = flatten(config_lib.with_protocol(saved_config)), flatten(current)
     differ = sorted(k for k in a.keys() | b.keys() if a.get(k, "<absent>") != b.get(k, "<absent>"))
     if differ:
         return "conflict", (f"{workdir} holds a checkpoint of another config ({', '.join(differ)}); "
@@ -211,7 +211,9 @@ def plan(cells: list[Cell], args: argparse.Namespace, *, decide_actions: bool = 
             # recorded as failed and the others run. A problem of every cell (a bad --set) stops
             # the sweep before anything runs.
             errors.append(f"{cell}: {err}")
-            workdir = Path(args.workdirs) / f"{cell.task}-{cell.attention}-{args.preset}-seed{cell.seed}"
+            protocol = "" if args.protocol == "lra" else f"-{args.protocol}"
+            workdir = Path(args.workdirs) / (f"{cell.task}-{cell.attention}-{args.preset}{protocol}"
+                                             f"-seed{cell.seed}")
             plans.append(Plan(cell, run_argv(cell, args, workdir), workdir, "invalid", str(err)))
             continue
         workdir = Path(args.workdirs) / run_cli.workdir_name(config)
@@ -415,6 +417,8 @@ def parser() -> argparse.ArgumentParser:
                         "including those from the lra.attention entry-point group)")
     p.add_argument("--seeds", default="0", help="e.g. 0,1,2 or 0-4 (default: 0)")
     p.add_argument("--preset", default="paper", choices=config_lib.PRESETS)
+    p.add_argument("--protocol", default="lra", choices=config_lib.PROTOCOLS,
+                   help="lra (default) or modern: passed to every lra.run (README 'Two protocols')")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="passed on to every run (lra.run --set)")
     p.add_argument("--results-dir", type=Path, default=Path("results"),

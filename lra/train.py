@@ -7,6 +7,11 @@ verified checkpoint (bit-identically on the same device count: data order and ra
 functions of (seed, step)); once the run has completed it reports the existing result instead.
 SIGTERM and SIGINT save a checkpoint and stop cleanly. The work directory is locked while a run uses
 it, and the splits are checked (not empty, as many examples as the config asks for) before step 1.
+
+The train state is {step, params, batch_stats, opt_state}: ``batch_stats`` holds BatchNorm's running
+statistics (``nnx.BatchStat``, empty unless ``model.norm=batch``). Each step returns them updated,
+evaluation runs on them, and checkpoints save and restore them with the parameters (replicated
+across devices like the parameters).
 """
 
 from __future__ import annotations
@@ -60,25 +65,49 @@ def _loss(model: nnx.Module, batch):
     return loss, accuracy
 
 
+def split_model(model: nnx.Module):
+    """(graphdef, params, batch_stats, rest): the trained parameters (``nnx.Param``), BatchNorm's
+    running statistics (``nnx.BatchStat``; an empty State when the model has none) and everything
+    else (random streams, fixed positional tables). Params and batch statistics are the train
+    state (checkpointed); ``rest`` is rebuilt from the config on every start."""
+    return nnx.split(model, nnx.Param, nnx.BatchStat, ...)
+
+
 def make_train_step(graphdef, tx: optax.GradientTransformation, grad_accum: int,
                     lr_schedule: Callable) -> Callable:
-    """train_step(state, rest, batch, rng) -> (state, metrics); state = {step, params, opt_state}.
+    """train_step(state, rest, batch, rng) -> (state, metrics);
+    state = {step, params, batch_stats, opt_state}.
+
+    The step returns the batch statistics the forward pass updated (BatchNorm's running mean and
+    variance), so that evaluation and checkpoints see them. ``batch_stats`` may be left out of a
+    state only by models without any (then ``rest`` must hold none either: a BatchStat in ``rest``
+    would be updated and thrown away, so it is refused).
 
     With ``grad_accum`` = K the batch is split into K equal micro-batches whose mean gradient equals
-    the full batch's, so the optimizer sees the same update with 1/K of the activation memory.
+    the full batch's, so the optimizer sees the same update with 1/K of the activation memory. The
+    running statistics are updated once per micro-batch, in order (as K smaller steps of a BatchNorm
+    would; the statistics normalising each micro-batch are that micro-batch's own).
     """
     value_and_grad = nnx.value_and_grad(_loss, argnums=nnx.DiffState(0, nnx.Param), has_aux=True)
 
-    def grad_fn(params, rest, batch, rng):
-        model = nnx.merge(graphdef, params, rest)
+    def grad_fn(params, batch_stats, rest, batch, rng):
+        model = nnx.merge(graphdef, params, batch_stats, rest)
         _reseed(model, rng)
         (loss, accuracy), grads = value_and_grad(model, batch)
-        return (loss, accuracy), grads
+        # the forward pass wrote the new running statistics into the model's BatchStat variables
+        return (loss, accuracy), grads, nnx.state(model, nnx.BatchStat)
 
     def train_step(state, rest, batch, rng):
         params = state["params"]
+        if "batch_stats" in state:
+            batch_stats = state["batch_stats"]
+        elif jax.tree.leaves(nnx.filter_state(rest, nnx.BatchStat)):
+            raise ValueError("the model has BatchNorm statistics: keep them in the train state "
+                             "(state['batch_stats'], see split_model), not in rest")
+        else:
+            batch_stats = nnx.State({})
         if grad_accum == 1:
-            (loss, accuracy), grads = grad_fn(params, rest, batch, rng)
+            (loss, accuracy), grads, batch_stats = grad_fn(params, batch_stats, rest, batch, rng)
         else:
             micro = jax.tree.map(
                 lambda a: a.reshape(grad_accum, a.shape[0] // grad_accum, *a.shape[1:]), batch)
@@ -86,19 +115,22 @@ def make_train_step(graphdef, tx: optax.GradientTransformation, grad_accum: int,
             def accumulate(carry, xs):
                 # params and rest ride in the carry so that the model is rebuilt at this trace
                 # level (nnx refuses to mutate rng state created outside the scan).
-                p, r, g_sum, l_sum, a_sum = carry
+                p, s, r, g_sum, l_sum, a_sum = carry
                 i, mb = xs
-                (l, a), g = grad_fn(p, r, mb, jax.random.fold_in(rng, i))
-                return (p, r, jax.tree.map(jnp.add, g_sum, g), l_sum + l, a_sum + a), None
+                (l, a), g, s = grad_fn(p, s, r, mb, jax.random.fold_in(rng, i))
+                return (p, s, r, jax.tree.map(jnp.add, g_sum, g), l_sum + l, a_sum + a), None
 
             zeros = jax.tree.map(jnp.zeros_like, params)
-            (_, _, grads, loss, accuracy), _ = jax.lax.scan(
-                accumulate, (params, rest, zeros, 0.0, 0.0), (jnp.arange(grad_accum), micro))
+            (_, batch_stats, _, grads, loss, accuracy), _ = jax.lax.scan(
+                accumulate, (params, batch_stats, rest, zeros, 0.0, 0.0),
+                (jnp.arange(grad_accum), micro))
             grads = jax.tree.map(lambda g: g / grad_accum, grads)
             loss, accuracy = loss / grad_accum, accuracy / grad_accum
         updates, opt_state = tx.update(grads, state["opt_state"], params)
         new_state = {"step": state["step"] + 1, "params": optax.apply_updates(params, updates),
                      "opt_state": opt_state}
+        if "batch_stats" in state:
+            new_state["batch_stats"] = batch_stats
         metrics = {"loss": loss, "accuracy": accuracy, "grad_norm": optax.tree.norm(grads),
                    "lr": lr_schedule(state["step"])}
         return new_state, metrics
@@ -107,10 +139,11 @@ def make_train_step(graphdef, tx: optax.GradientTransformation, grad_accum: int,
 
 
 def make_eval_step(graphdef) -> Callable:
-    """eval_step(params, rest, batch) -> weighted sums {correct, loss, count}."""
+    """eval_step(params, batch_stats, rest, batch) -> weighted sums {correct, loss, count}; the
+    model runs deterministically on the trained running statistics."""
 
-    def eval_step(params, rest, batch):
-        model = nnx.merge(graphdef, params, rest)
+    def eval_step(params, batch_stats, rest, batch):
+        model = nnx.merge(graphdef, params, batch_stats, rest)
         logits = model(batch, deterministic=True)
         w = batch["weights"]
         loss = optax.softmax_cross_entropy_with_integer_labels(logits, batch["targets"])
@@ -167,13 +200,14 @@ class _Preemption:
             signal.signal(signum, previous)
 
 
-def _evaluate(eval_fn, params, rest, source, config: Config, mesh, *, max_batches=0) -> dict:
+def _evaluate(eval_fn, state, rest, source, config: Config, mesh, *, max_batches=0) -> dict:
     sums = {"correct": 0.0, "loss": 0.0, "count": 0.0}
     data_sharding = sharding.batch_sharding(mesh)
     for batch in eval_batches(source, config.train.batch_size, max_batches=max_batches,
                               process_index=jax.process_index(),
                               process_count=jax.process_count()):
-        out = eval_fn(params, rest, sharding.to_global(batch, data_sharding))
+        out = eval_fn(state["params"], state["batch_stats"], rest,
+                      sharding.to_global(batch, data_sharding))
         for k in sums:
             sums[k] += float(out[k])
     n = max(sums["count"], 1.0)
@@ -288,14 +322,15 @@ def _train(config: Config, workdir: Path, *, data_dir: Path, results_dir: Path |
     def init():
         model = build_model(config, task, rngs=nnx.Rngs(params=config.seed, dropout=config.seed,
                                                         default=config.seed))
-        _, params, rest = nnx.split(model, nnx.Param, ...)
-        return {"step": jnp.zeros((), jnp.int32), "params": params, "opt_state": tx.init(params)}, rest
+        _, params, batch_stats, rest = split_model(model)
+        return {"step": jnp.zeros((), jnp.int32), "params": params, "batch_stats": batch_stats,
+                "opt_state": tx.init(params)}, rest
 
     # Initialise under jit straight into the mesh layout: with several processes the replicated
     # arrays span devices this process cannot address, which rules out device_put of host values.
-    graphdef = nnx.split(nnx.eval_shape(lambda: build_model(
+    graphdef = split_model(nnx.eval_shape(lambda: build_model(
         config, task, rngs=nnx.Rngs(params=config.seed, dropout=config.seed,
-                                    default=config.seed))), nnx.Param, ...)[0]
+                                    default=config.seed))))[0]
     state, rest = jax.jit(init, out_shardings=repl)()
     num_params = sum(int(np.prod(p.shape)) for p in jax.tree.leaves(state["params"]))
 
@@ -307,7 +342,7 @@ def _train(config: Config, workdir: Path, *, data_dir: Path, results_dir: Path |
     train_step = jax.jit(make_train_step(graphdef, tx, t.grad_accum, learning_rate(t)),
                          in_shardings=(repl, repl, data_sharding, repl),
                          out_shardings=(repl, repl), donate_argnums=(0,))
-    eval_step = jax.jit(make_eval_step(graphdef), in_shardings=(repl, repl, data_sharding),
+    eval_step = jax.jit(make_eval_step(graphdef), in_shardings=(repl, repl, repl, data_sharding),
                         out_shardings=repl)
     batches = TrainBatches(train_src, t.batch_size, seed=config.seed,
                            process_index=jax.process_index(), process_count=jax.process_count())
@@ -361,7 +396,7 @@ def _train(config: Config, workdir: Path, *, data_dir: Path, results_dir: Path |
                             refresh=False)
 
             if step % t.eval_every == 0 or step == t.num_steps:
-                val = _evaluate(eval_step, state["params"], rest, val_src, config, mesh,
+                val = _evaluate(eval_step, state, rest, val_src, config, mesh,
                                 max_batches=t.eval_batches)
                 history.last_val = {**val, "step": step}
                 log.write(step, "val", val)
@@ -370,7 +405,7 @@ def _train(config: Config, workdir: Path, *, data_dir: Path, results_dir: Path |
                 if notice and jax.process_index() == 0:
                     bar.write(notice, file=sys.stderr)
                 if val["accuracy"] > history.best_val_accuracy:
-                    test = _evaluate(eval_step, state["params"], rest, test_src, config, mesh)
+                    test = _evaluate(eval_step, state, rest, test_src, config, mesh)
                     history.best_val_accuracy, history.best_step = val["accuracy"], step
                     history.test_at_best = test
                     log.write(step, "test_at_best_val", test)
@@ -392,12 +427,13 @@ def _train(config: Config, workdir: Path, *, data_dir: Path, results_dir: Path |
         log.close()
         return {"status": "preempted", "signal": preemption.requested, "step": step}
 
-    test_last = _evaluate(eval_step, state["params"], rest, test_src, config, mesh)
+    test_last = _evaluate(eval_step, state, rest, test_src, config, mesh)
     log.write(step, "test_at_last", test_last)
     log.close()
     record = {
         "task": config.task, "attention": config.attention, "preset": config.preset,
-        "seed": config.seed, "config": config.to_dict(), "task_facts": task.describe(),
+        "protocol": config.protocol, "seed": config.seed, "config": config.to_dict(),
+        "task_facts": task.describe(),
         "eval_history": results.eval_history(history.val_curve),
         "data": {**provenance.to_dict(),
                  "examples": {"train": len(train_src), "val": len(val_src), "test": len(test_src)},
@@ -418,6 +454,7 @@ def _train(config: Config, workdir: Path, *, data_dir: Path, results_dir: Path |
             "peak_memory": results.peak_memory_bytes(),
             "num_params": num_params,
             "params_sha256": params_digest(state["params"]),
+            "batch_stats_sha256": params_digest(state["batch_stats"]),
         },
         "device": results.device_info(),
         "versions": results.versions(),

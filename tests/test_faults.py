@@ -1,6 +1,7 @@
 """The trainer under faults and at scale, with real processes: kill -9 and resume, SIGTERM, NaN,
 several emulated CPU devices, and two processes joined by jax.distributed."""
 
+import hashlib
 import json
 import os
 import signal
@@ -10,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 pytestmark = pytest.mark.slow
@@ -61,11 +63,14 @@ LONG = ["--set", "train.num_steps=120", "--set", "train.checkpoint_every=10",
         "--set", "train.eval_every=40", "--set", "train.log_every=1"]
 
 
-def test_sigkill_then_resume_is_bit_identical(tmp):
-    _run(_cmd(tmp, "straight", *LONG))
-    proc = subprocess.Popen(_cmd(tmp, "killed", *LONG), env=_env(), stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
-    ckpts = tmp / "killed" / "checkpoints" / "last"
+@pytest.mark.parametrize("norm", ["layer", "batch"])
+def test_sigkill_then_resume_is_bit_identical(tmp, norm):
+    """Parameters and (model.norm=batch) BatchNorm's running statistics survive kill -9."""
+    args = [*LONG, "--set", f"model.norm={norm}"]
+    _run(_cmd(tmp, f"straight-{norm}", *args))
+    proc = subprocess.Popen(_cmd(tmp, f"killed-{norm}", *args), env=_env(),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    ckpts = tmp / f"killed-{norm}" / "checkpoints" / "last"
     deadline = time.time() + 300
     while time.time() < deadline:
         steps = [int(p.name) for p in ckpts.glob("*") if p.name.isdigit()] if ckpts.exists() else []
@@ -75,14 +80,24 @@ def test_sigkill_then_resume_is_bit_identical(tmp):
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=60)
     assert proc.returncode == -signal.SIGKILL, "the run finished before it could be killed"
-    assert not (tmp / "killed" / "result.json").exists()
-    resumed = _run(_cmd(tmp, "killed", *LONG))
+    assert not (tmp / f"killed-{norm}" / "result.json").exists()
+    resumed = _run(_cmd(tmp, f"killed-{norm}", *args))
     assert "resuming from step" in resumed.stderr
-    a, b = _result(tmp, "straight")["metrics"], _result(tmp, "killed")["metrics"]
+    a, b = _result(tmp, f"straight-{norm}")["metrics"], _result(tmp, f"killed-{norm}")["metrics"]
     assert a["params_sha256"] == b["params_sha256"]
+    assert a["batch_stats_sha256"] == b["batch_stats_sha256"]
     for key in ("test_accuracy_at_last", "test_accuracy_at_best_val", "best_val_accuracy",
                 "best_val_step", "final_train_loss"):
         assert a[key] == b[key], key
+    if norm == "batch":
+        # the statistics were trained (not the initial means 0 and variances 1) and checkpointed
+        model = _result(tmp, f"straight-{norm}")["config"]["model"]
+        dim, norms = model["emb_dim"], 2 * model["num_layers"] + 1  # 2 per block + the final one
+        initial = hashlib.sha256((np.zeros(dim, np.float32).tobytes()
+                                  + np.ones(dim, np.float32).tobytes()) * norms).hexdigest()
+        assert a["batch_stats_sha256"] not in (initial, hashlib.sha256().hexdigest())
+        saved = max(int(p.name) for p in ckpts.glob("*") if p.name.isdigit())
+        assert "'batch_stats', 'encoder'" in (ckpts / str(saved) / "state" / "_METADATA").read_text()
 
 
 def test_sigterm_saves_a_checkpoint_and_exits_0(tmp):
@@ -115,16 +130,23 @@ def test_nan_stops_with_the_step_and_keeps_the_last_good_checkpoint(tmp):
     assert not (tmp / "nan" / "result.json").exists()
 
 
-@pytest.mark.parametrize("attn", ["softmax", "cosformer"])
-def test_four_devices_match_one(tmp, attn):
+@pytest.mark.parametrize("attn,norm", [("softmax", "layer"), ("cosformer", "layer"),
+                                       ("softmax", "batch")])
+def test_four_devices_match_one(tmp, attn, norm):
+    """Data parallelism: the same training losses on 4 emulated devices as on 1 (BatchNorm's batch
+    statistics are taken over the global batch; the running ones are replicated like the
+    parameters). Evaluation is not compared under BatchNorm: parameters whose true gradient is zero
+    (a shift that the final BatchNorm removes) get Adam steps of +-lr from rounding noise, which
+    differ between device counts and move the running mean."""
     steps = ["--set", "train.num_steps=8", "--set", "train.log_every=1", "--set",
-             "model.dropout=0", "--set", "model.attention_dropout=0"]
-    _run(_cmd(tmp, f"dev1-{attn}", *steps, attn=attn), devices=1)
-    _run(_cmd(tmp, f"dev4-{attn}", *steps, attn=attn), devices=4)
-    one, four = _train_losses(tmp, f"dev1-{attn}"), _train_losses(tmp, f"dev4-{attn}")
+             "model.dropout=0", "--set", "model.attention_dropout=0", "--set", f"model.norm={norm}"]
+    one_dir, four_dir = f"dev1-{attn}-{norm}", f"dev4-{attn}-{norm}"
+    _run(_cmd(tmp, one_dir, *steps, attn=attn), devices=1)
+    _run(_cmd(tmp, four_dir, *steps, attn=attn), devices=4)
+    one, four = _train_losses(tmp, one_dir), _train_losses(tmp, four_dir)
     assert len(one) == len(four) == 8
     assert max(abs(a - b) for a, b in zip(one, four)) < 1e-5, (one, four)
-    assert _result(tmp, f"dev4-{attn}")["device"]["count"] == 4
+    assert _result(tmp, four_dir)["device"]["count"] == 4
 
 
 def test_batch_not_divisible_by_devices_is_a_clear_error(tmp):

@@ -210,3 +210,22 @@ def test_vs_best_peer_table_from_peers_files(tmp_path):
     assert "| ours_nystromformer_module | 1024 | 300 | nystrom_module (module) | 400 | 0.75x |" in text
     assert "ours_fnet_module" not in text
     assert "vs the best third-party" in leaderboard.render(tmp_path)
+
+
+def test_protocols_get_separate_tables_and_the_modern_published_rows(results_dir):
+    """A modern result never enters the LRA table (nor its ranking); files without a protocol are
+    lra; the published modern rows sit in their own table."""
+    rec = run_record("listops", "s5", "small", 0, 0.55, 0.50)
+    rec["protocol"] = "modern"
+    (results_dir / "runs" / "listops__s5__small-modern__seed0.json").write_text(json.dumps(rec))
+    text = leaderboard.render(results_dir)
+    lra_part, rest = text.split("## Measured, modern protocol")
+    modern_part = rest.split("## Measured efficiency")[0]
+    assert "| s5 |" not in lra_part and "| softmax |" in lra_part
+    assert "| s5 | **55.00 (1)** |" in modern_part and "| softmax |" not in modern_part
+    assert "best-validation step** (the modern protocol's selection" in modern_part
+    published = text.split("## Published reference rows, modern protocol")[1]
+    for name in ("S4", "S4D-LegS", "S5", "LRU", "Mega", "Megalodon"):
+        assert f"| {name} |" in published
+    assert "| Megalodon | 63.79 |" in published and "88.63" in published
+    assert "published: Megalodon (Ma et al., 2024" in published

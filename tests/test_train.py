@@ -12,7 +12,7 @@ from lra.config import TrainConfig
 from lra.data_pipeline import TrainBatches, eval_batches
 from lra.encoder import build_model
 from lra.optim import learning_rate, optimizer
-from lra.train import make_train_step
+from lra.train import make_eval_step, make_train_step, split_model
 
 TINY_DATA = {"data.train_size": 64, "data.val_size": 16, "data.test_size": 16}
 
@@ -143,3 +143,59 @@ def test_bfloat16_compute_keeps_float32_parameters(listops_tiny):
     f32_state, _, f32_step = _setup(cfg, task, dropout=0.0, schedule="constant", lr=1e-3)
     _, f32_metrics = f32_step(f32_state, rest, batch, jax.random.key(0))
     assert abs(float(metrics["loss"]) - float(f32_metrics["loss"])) < 0.05
+
+
+def _batchnorm_setup(cfg, task, **train):
+    """A BatchNorm model's train state as the trainer keeps it: params, batch_stats, opt_state."""
+    d = cfg.to_dict()
+    cfg = config_lib.Config.from_dict({
+        **d, "train": {**d["train"], "schedule": "constant", "lr": 1e-3, **train},
+        "model": {**d["model"], "norm": "batch", "dropout": 0.0, "attention_dropout": 0.0}})
+    model = build_model(cfg, task, rngs=nnx.Rngs(params=0, dropout=0, default=0))
+    graphdef, params, batch_stats, rest = split_model(model)
+    tx = optimizer(cfg.train)
+    state = {"step": jnp.zeros((), jnp.int32), "params": params, "batch_stats": batch_stats,
+             "opt_state": tx.init(params)}
+    step = jax.jit(make_train_step(graphdef, tx, cfg.train.grad_accum, learning_rate(cfg.train)))
+    return graphdef, state, rest, step
+
+
+@pytest.mark.parametrize("grad_accum", [1, 4])
+def test_train_step_returns_the_updated_batch_statistics(listops_tiny, grad_accum):
+    cfg, task = listops_tiny
+    graphdef, state, rest, step = _batchnorm_setup(cfg, task, grad_accum=grad_accum)
+    init_stats = jax.tree.map(jnp.copy, state["batch_stats"])
+    assert len(jax.tree.leaves(init_stats)) == 2 * (2 * cfg.model.num_layers + 1)  # mean, var
+    batch = TrainBatches(task.source("train"), 16, seed=0)[0]
+    new, _ = step(state, rest, batch, jax.random.key(0))
+    changed = jax.tree.map(lambda a, b: bool(jnp.any(a != b)), init_stats, new["batch_stats"])
+    assert all(jax.tree.leaves(changed)), "some running statistics were not updated"
+    # evaluation runs on the statistics it is given: the trained ones differ from the initial ones
+    eval_step = jax.jit(make_eval_step(graphdef))
+    eval_batch = next(iter(eval_batches(task.source("val"), 16)))
+    trained = eval_step(new["params"], new["batch_stats"], rest, eval_batch)
+    initial = eval_step(new["params"], init_stats, rest, eval_batch)
+    assert float(trained["loss"]) != float(initial["loss"])
+
+
+def test_micro_batches_update_the_statistics_in_order(listops_tiny):
+    """grad_accum=K: K running-average updates, one per micro-batch (momentum applied K times)."""
+    cfg, task = listops_tiny
+    batch = TrainBatches(task.source("train"), 16, seed=0)[0]
+    _, s4, rest, step4 = _batchnorm_setup(cfg, task, grad_accum=4, lr=0.0)
+    _, s1, _, step1 = _batchnorm_setup(cfg, task, grad_accum=1, lr=0.0)
+    new4, _ = step4(s4, rest, batch, jax.random.key(0))
+    for i in range(4):  # lr 0: parameters stay put, so four quarter-batch steps are the same
+        quarter = jax.tree.map(lambda a, i=i: a[4 * i: 4 * (i + 1)], batch)
+        s1, _ = step1(s1, rest, quarter, jax.random.fold_in(jax.random.key(0), i))
+    for a, b in zip(jax.tree.leaves(new4["batch_stats"]), jax.tree.leaves(s1["batch_stats"])):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
+
+
+def test_batch_statistics_left_in_rest_are_refused(listops_tiny):
+    cfg, task = listops_tiny
+    _, state, rest, step = _batchnorm_setup(cfg, task)
+    stats = state.pop("batch_stats")
+    batch = TrainBatches(task.source("train"), 16, seed=0)[0]
+    with pytest.raises(ValueError, match="BatchNorm statistics"):
+        step(state, nnx.merge_state(rest, stats), batch, jax.random.key(0))
