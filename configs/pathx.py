@@ -17,8 +17,9 @@ learned positions. LRA has no per-model Path-X configs; the Performer runs the R
 "generalized" default.
 
 At 16,384 tokens a quadratic family needs about 1 GiB per head and example for the attention
-matrix alone. Softmax therefore runs here with ``attn.query_chunk=512`` (blocks of queries,
-recomputed in the backward pass: memory linear in L, same result, still O(L^2) time); the other
+matrix alone. Softmax therefore runs here with ``attn.query_chunk=512``: its blocked online-softmax
+path (attention/_flash.py) with blocks of 512, a running max and sum over key blocks, each block
+recomputed in the backward pass: memory linear in L, same result, still O(L^2) time. The other
 quadratic families (synthesizer, sparse) are meant for accelerators.
 
 ``tiny``: 16 images (12 / 2 / 2; about 10 CPU-seconds to generate), 4 steps of batch 8: under a
@@ -64,8 +65,8 @@ PRESETS = {
 
 ATTENTION: dict[str, dict] = {
     "performer": {"attn.kernel": "relu"},
-    # Dense scores would be 1 GiB per head and example: blocks of 512 queries, recomputed in the
-    # backward pass, keep softmax within a few GiB at batch 8 (same result, same O(L^2) time).
+    # Dense scores would be 1 GiB per head and example: the blocked path with blocks of 512,
+    # recomputed in the backward pass, keeps softmax within a few GiB at batch 8 (same result).
     "softmax": {"attn.query_chunk": 512},
 }
 

@@ -180,8 +180,8 @@ def out_of_memory_message(err: Exception, cfg, workdir: Path) -> str:
     if cfg.attention == "softmax":
         chunk = int(cfg.attn.get("query_chunk", 0))
         smaller = 512 if chunk == 0 or chunk > 512 else max(chunk // 4, 16)
-        levers.insert(0, f"--set attn.query_chunk={smaller} (blocks of queries: same result, "
-                         f"memory linear in the length)")
+        levers.insert(0, f"--set attn.query_chunk={smaller} (the blocked online-softmax path with "
+                         f"blocks of {smaller}: same result, memory linear in the length)")
     return (f"error: out of memory during {cfg.task}/{cfg.attention} ({first})\n"
             f"Checkpoints already written in {workdir / 'checkpoints'} are kept; a changed config "
             f"needs a new --workdir.\nTo use less memory, try:\n" +
