@@ -537,10 +537,24 @@ def published_modern_section() -> list[str]:
     return lines
 
 
+def newest_per_seed(runs: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+    """One run per (task, attention, preset, protocol, device, seed): the newest (by date, then file
+    name). A seed measured twice (a re-run after a fix, a re-run with --force) is one seed, not
+    two: counting both would shrink the interval with a repeated measurement. Returns the kept runs
+    and the superseded files' names."""
+    newest: dict[tuple, dict[str, Any]] = {}
+    for r in sorted(runs, key=lambda r: (r.get("date", ""), r["_file"])):
+        key = (r["task"], r["attention"], r["preset"], protocol(r), _device_label(r), r["seed"])
+        newest[key] = r
+    kept = {id(r) for r in newest.values()}
+    return ([r for r in runs if id(r) in kept],
+            sorted(r["_file"] for r in runs if id(r) not in kept))
+
+
 def build(results_dir: Path, skipped: list[str] | None = None) -> tuple[str, dict[str, bytes]]:
     """The leaderboard's markdown and its figures ({file name under figures/: PNG bytes}).
     Invalid result files are listed in ``skipped`` (an error if it is None)."""
-    all_runs = load_runs(results_dir, skipped)
+    all_runs, superseded = newest_per_seed(load_runs(results_dir, skipped))
     # The two protocols are never ranked together: one table set each (README "Two protocols").
     runs = [r for r in all_runs if protocol(r) == "lra"]
     modern = [r for r in all_runs if protocol(r) == "modern"]
@@ -552,6 +566,9 @@ def build(results_dir: Path, skipped: list[str] | None = None) -> tuple[str, dic
              "separate tables: they come from different code, hardware and budgets.", "",
              "## Measured, LRA protocol", ""]
     lines += accuracy_section(runs) if runs else ["No result files yet.", ""]
+    if superseded:
+        lines += ["Superseded (a newer file measures the same task, family, preset, protocol, device "
+                  "and seed; only the newest counts): " + ", ".join(f"`{f}`" for f in superseded), ""]
     lines += ["## Measured, modern protocol", "",
               "The families' published modern recipes (`--protocol modern`); not comparable with the "
               "LRA-protocol tables above, and never ranked with them.", ""]

@@ -229,3 +229,14 @@ def test_protocols_get_separate_tables_and_the_modern_published_rows(results_dir
         assert f"| {name} |" in published
     assert "| Megalodon | 63.79 |" in published and "88.63" in published
     assert "published: Megalodon (Ma et al., 2024" in published
+
+
+def test_a_seed_measured_twice_counts_once(results_dir):
+    again = run_record("listops", "softmax", "small", 0, 0.50, 0.49)
+    again["date"] = "2026-02-01T00:00:00Z"  # newer than the fixture's seed 0
+    (results_dir / "runs" / "listops__softmax__small__seed0__again.json").write_text(json.dumps(again))
+    text = leaderboard.render(results_dir)
+    row = next(line for line in text.splitlines() if line.startswith("| softmax |"))
+    assert "(2)" in row and "(3)" not in row  # seeds 0 and 1, not three runs
+    assert "43.00 ± " in row  # the headline (last step): seed 0's newer 49.00 and seed 1's 37.00
+    assert "Superseded" in text and "`listops__softmax__small__seed0.json`" in text
