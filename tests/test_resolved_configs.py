@@ -1,0 +1,68 @@
+"""Every resolved config, pinned: what ``lra.config.load`` gives for each (task, family, preset,
+protocol) is compared with ``tests/data/resolved_configs.json``.
+
+A refactor of how configs are layered (configs/<task>.py, lra/config.py) must not move a single value
+by accident. A change made on purpose is recorded by regenerating the file
+(``LRA_UPDATE_RESOLVED=1 python -m pytest tests/test_resolved_configs.py``) and reviewing its diff,
+which names each cell and key that moved.
+
+The file stores, per (task, preset, protocol), softmax's whole flattened config and, for every other
+family, only the keys where it differs from softmax's (``null`` where softmax has the key and the
+family has none), so the fixture stays small and its diffs stay readable.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import attention
+import tasks
+from lra import config as C
+
+FIXTURE = Path(__file__).parent / "data" / "resolved_configs.json"
+ANCHOR = "softmax"
+
+
+def _resolve(task: str, family: str, preset: str, protocol: str) -> dict:
+    cfg = C.flatten(C.load(task, family, preset=preset, protocol=protocol).to_dict())
+    cfg.pop("attention")
+    return cfg
+
+
+def resolved_table() -> dict[str, dict]:
+    table: dict[str, dict] = {}
+    for task in tasks.available():
+        for preset in C.PRESETS:
+            for protocol in C.PROTOCOLS:
+                anchor = _resolve(task, ANCHOR, preset, protocol)
+                table[f"{task}/{preset}/{protocol}"] = anchor
+                for family in attention.available():
+                    if family == ANCHOR:
+                        continue
+                    cfg = _resolve(task, family, preset, protocol)
+                    delta = {k: v for k, v in cfg.items() if anchor.get(k, object()) != v}
+                    delta.update({k: None for k in anchor if k not in cfg})
+                    table[f"{task}/{preset}/{protocol}/{family}"] = delta
+    return table
+
+
+def test_resolved_configs_are_pinned():
+    table = resolved_table()
+    if os.environ.get("LRA_UPDATE_RESOLVED"):
+        FIXTURE.write_text(json.dumps(table, indent=1, sort_keys=True) + "\n")
+    pinned = json.loads(FIXTURE.read_text())
+    moved = []
+    for cell in sorted(set(table) | set(pinned)):
+        now, then = table.get(cell), pinned.get(cell)
+        if now == then:
+            continue
+        if now is None or then is None:
+            moved.append(f"{cell}: {'added' if then is None else 'removed'}")
+            continue
+        for key in sorted(set(now) | set(then)):
+            if now.get(key, "<absent>") != then.get(key, "<absent>"):
+                moved.append(f"{cell} {key}: {then.get(key, '<absent>')!r} -> {now.get(key, '<absent>')!r}")
+    assert not moved, ("resolved configs moved (regenerate the fixture if on purpose):\n"
+                       + "\n".join(moved[:40]))
