@@ -29,8 +29,8 @@ Transformer's size; ``ATTENTION`` holds the other LRA models' differences from i
 Transformer, with the file that sets it; tests/test_comparability.py checks that every
 other family is within 10% of the Transformer's count.
 
-In the ``tiny`` and ``small`` presets, what the preset sets wins over these deltas (so a tiny run
-stays tiny); the deltas' other keys (attention options, pooling, weight decay) still apply.
+What a preset sets wins over these deltas, as on every task (lra.config applies the preset after
+the family), so a tiny run stays tiny; the deltas' other keys still apply.
 A sequence is 1024 pixels whatever the preset, so the presets shrink the model and the batch:
 ``small`` is 1 layer, d 64, 2 heads, batch 16, 1000 steps with lr 1e-3; ``tiny`` uses batch 8.
 """
@@ -87,12 +87,6 @@ LRA_SIZES: dict[str, str] = {
     "longformer": "lra_benchmarks/image/configs/cifar10/longformer_base.py, lines 23-27",
     "reformer": "lra_benchmarks/image/configs/cifar10/reformer_base.py, lines 23-27",
     "sinkhorn": "lra_benchmarks/image/configs/cifar10/sinkhorn_base.py, line 24 (the base's 1/1/32/32/64)",
-}
-
-# tiny and small stay tiny and small: the keys a preset sets win over a family's delta.
-ATTENTION_PRESETS: dict[tuple[str, str], dict] = {
-    (name, preset): {key: PRESETS[preset][key] for key in delta if key in PRESETS[preset]}
-    for name, delta in ATTENTION.items() for preset in ("tiny", "small")
 }
 
 

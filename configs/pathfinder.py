@@ -35,8 +35,8 @@ size, and ``ATTENTION`` holds the other LRA models' sizes
 Transformer's, the LRA file that sets it; tests/test_comparability.py checks that every other
 family's parameter count is within 10% of the Transformer's.
 
-In the ``tiny`` and ``small`` presets, what the preset sets wins over these deltas (so a tiny run
-stays tiny); the deltas' other keys (attention options) still apply.
+What a preset sets wins over these deltas, as on every task (lra.config applies the preset after
+the family), so a tiny run stays tiny; the deltas' other keys still apply.
 
 ``small``: 8,000 images (6,400 / 800 / 800; about 2 CPU-minutes to generate), 2 layers, d 32,
 batch 32, 600 steps with lr 1e-3: a few minutes for a linear-time family (``linear``, ``performer``,
@@ -108,12 +108,6 @@ LRA_SIZES: dict[str, str] = {
                        ("reformer", "reformer"), ("sinkhorn", "sinkhorn"),
                        ("synthesizer", "synthesizer"), ("bigbird", "bigbird"),
                        ("linear", "linear_transformer"), ("performer", "performer")]
-}
-
-# tiny and small stay tiny and small: the keys a preset sets win over a family's delta.
-ATTENTION_PRESETS: dict[tuple[str, str], dict] = {
-    (name, preset): {key: PRESETS[preset][key] for key in delta if key in PRESETS[preset]}
-    for name, delta in ATTENTION.items() for preset in ("tiny", "small")
 }
 
 

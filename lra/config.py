@@ -2,9 +2,12 @@
 
 Two protocols (``--protocol``; README "Two protocols"), orthogonal to the preset (the scale):
 
-* ``lra`` (the default): dataclass defaults < the task's ``BASE`` < the task's ``PRESETS[preset]``
-  < the task's ``ATTENTION[attention]`` deltas (tuned per family by LRA or the family's paper) <
-  ``ATTENTION_PRESETS[(attention, preset)]`` < ``--set key=value`` overrides.
+* ``lra`` (the default): dataclass defaults < the task's ``BASE`` < the task's ``ATTENTION[attention]``
+  deltas (tuned per family by LRA or the family's paper) < the task's ``PRESETS[preset]`` <
+  ``--set key=value`` overrides. The preset comes after the family so that ``tiny`` and ``small``
+  stay tiny and small for every family (a family's size or budget delta is the paper's, which a
+  scaled-down run overrides); the delta's other keys (attention options, pooling, weight decay)
+  still apply. ``paper`` sets nothing, so there the family's delta stands.
 * ``modern`` (the published recipes of S4D, S5, LRU and Mega): dataclass defaults < ``BASE`` <
   ``ATTENTION[attention]`` (an attention family's LRA model size) < the task's ``MODERN["*"]`` (every
   family under the modern protocol on that task: mean pooling, pre-norm, pixels as values) <
@@ -211,9 +214,8 @@ def load(task: str, attention_name: str, *, preset: str = "paper", seed: int = 0
         "data": {}, "attn": {},
     }
     if protocol == "lra":
-        layers = [module.BASE, module.PRESETS.get(preset, {}),
-                  getattr(module, "ATTENTION", {}).get(attention_name, {}),
-                  getattr(module, "ATTENTION_PRESETS", {}).get((attention_name, preset), {})]
+        layers = [module.BASE, getattr(module, "ATTENTION", {}).get(attention_name, {}),
+                  module.PRESETS.get(preset, {})]
     else:
         modern = module.MODERN
         scale = {k: v for k, v in module.PRESETS.get(preset, {}).items()

@@ -66,3 +66,17 @@ def test_resolved_configs_are_pinned():
                 moved.append(f"{cell} {key}: {then.get(key, '<absent>')!r} -> {now.get(key, '<absent>')!r}")
     assert not moved, ("resolved configs moved (regenerate the fixture if on purpose):\n"
                        + "\n".join(moved[:40]))
+
+
+def test_the_preset_is_applied_after_the_family():
+    """Under the LRA protocol every key a preset sets is what the run gets, whatever the family's
+    delta says (lra.config: defaults < BASE < ATTENTION < PRESETS < --set)."""
+    import importlib
+
+    for task in tasks.available():
+        module = importlib.import_module(f"configs.{task}")
+        for preset in ("tiny", "small"):
+            for family in attention.available():
+                cfg = C.flatten(C.load(task, family, preset=preset).to_dict())
+                wrong = {k: (cfg[k], v) for k, v in module.PRESETS[preset].items() if cfg[k] != v}
+                assert not wrong, f"{task}/{family}/{preset}: family delta beat the preset: {wrong}"
