@@ -3,6 +3,7 @@
     python -m lra.bench --attn all --lengths 1024,2048,3072,4096            # LRA's protocol, batch 32
     python -m lra.bench --attn all --lengths 512,1024,2048 --batch 4        # what fits a 24 GiB CPU
     python -m lra.bench --attn softmax,performer --dtype bfloat16 --steps 20 --out my.json
+    python -m lra.bench --attn linear --lengths 64,128 --batch 2 --preset tiny   # smoke run
 
 For each (family, length) the bench resolves the family's run config as ``python -m lra.run`` does
 (``lra.config.load(task, family, preset=--preset, overrides=--set)``, with ``model.dtype`` and

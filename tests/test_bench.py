@@ -9,11 +9,14 @@ import argparse
 import json
 import math
 import statistics
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 
+import tasks
 from lra import bench, efficiency, leaderboard, measure
 from lra import config as config_lib
 
@@ -136,6 +139,17 @@ def test_unknown_family_and_bad_lengths_are_errors(capsys):
     assert "unknown config key 'layers'" in capsys.readouterr().err
     assert bench.main(["--set", "model.num_layers=0"]) == 2
     assert "model.num_layers=0: expected an integer >= 1" in capsys.readouterr().err
+
+
+def test_the_batch_has_every_input_of_the_task():
+    task = tasks.build("retrieval", Path("."))  # two towers: inputs/mask and inputs2/mask2
+    b = bench.make_batch(task, 3, 16)
+    assert set(b) == {"inputs", "mask", "inputs2", "mask2", "targets"}
+    for ids, mask in ((b["inputs"], b["mask"]), (b["inputs2"], b["mask2"])):
+        assert ids.shape == mask.shape == (3, 16) and ids.dtype == np.int32
+        assert mask[0].sum() == 12 and mask.sum(1).min() >= 8  # true lengths in [L/2, L]
+        assert (ids[~mask] == task.pad_id).all() and (ids[mask] != task.pad_id).all()
+    assert b["targets"].shape == (3,) and b["targets"].max() < task.num_classes
 
 
 def _fake_case(name, length, argument, transient):
