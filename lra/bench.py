@@ -3,9 +3,13 @@
     python -m lra.bench --attn all --lengths 1024,2048,3072,4096            # LRA's protocol, batch 32
     python -m lra.bench --attn all --lengths 512,1024,2048 --batch 4        # what fits a 24 GiB CPU
     python -m lra.bench --attn softmax,performer --dtype bfloat16 --steps 20 --out my.json
+    python -m lra.bench --attn linear --lengths 64,128 --batch 2 --preset tiny   # smoke run
 
-For each (family, length) the bench compiles the trainer's own step (``lra.train.make_train_step``:
-forward, backward, AdamW update, dropout on) for the task's model at that length, then measures:
+For each (family, length) the bench resolves the family's run config as ``python -m lra.run`` does
+(``lra.config.load(task, family, preset=--preset, overrides=--set)``, with ``model.dtype`` and
+``train.batch_size`` from ``--dtype`` and ``--batch``), builds the trainer's own model, state and step
+(``lra.train.create_train_state``: forward, backward, optimizer update, dropout on) with the model's
+longest input set to that length, then measures (``lra/measure.py``):
 
 * **steps/s**: the median of ``--steps`` timed steps after compilation and ``--warmup`` steps. Every
   round times one step of every (family, length), so drift (thermal, other processes) hits all alike;
@@ -45,35 +49,27 @@ import argparse
 import dataclasses
 import importlib
 import json
-import math
 import pkgutil
 import re
 import statistics
 import subprocess
 import sys
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
-import psutil
-from flax import nnx
 from tqdm.auto import tqdm
 
 import attention
 import tasks
-from lra import results, sharding
-from lra.config import TrainConfig
-from lra.encoder import Classifier, Encoder
-from lra.optim import learning_rate, optimizer
-from lra.train import make_train_step
-from tasks._heads import ClassifierHead
+from lra import config as config_lib
+from lra import measure, results, sharding
+from lra.efficiency import SCHEMA, fit_slopes
+from lra.train import create_train_state
 
-SCHEMA = "lra.bench/1"
 BASELINE = "softmax"
 DEFAULT_LENGTHS = (1024, 2048, 3072, 4096)
 FIT_MARGIN = 0.85  # share of the free memory a run may plan to use (allocator slack, compiler, RSS)
@@ -81,68 +77,7 @@ _RESULT_MARK = "LRA_BENCH_RESULT "  # how a measuring subprocess hands back its 
 
 
 # ----------------------------------------------------------------------------------------------
-# The models: a small table keyed by task name.
-
-
-@dataclasses.dataclass(frozen=True)
-class BenchModel:
-    """The shapes of one task's classifier (LRA configs, lra_original.md section 2)."""
-
-    vocab_size: int
-    num_classes: int
-    emb_dim: int
-    num_heads: int
-    num_layers: int
-    qkv_dim: int
-    mlp_dim: int
-    dropout: float = 0.1
-    attention_dropout: float = 0.1
-    pooling: str = "cls"
-    positional: str = "sinusoidal"
-
-
-def _listops_model() -> BenchModel:
-    base = importlib.import_module("configs.listops").BASE
-    task = tasks.family("listops")
-    fields = {f.name for f in dataclasses.fields(BenchModel)}
-    shapes = {k.split(".", 1)[1]: v for k, v in base.items()
-              if k.startswith("model.") and k.split(".", 1)[1] in fields}
-    return BenchModel(vocab_size=task.vocab_size, num_classes=task.num_classes, **shapes)
-
-
-# text: LRA's byte-level IMDB model (byte + 1 ids, pad 0), the one LRA's Table 2 timed.
-MODELS = {
-    "text": lambda: BenchModel(vocab_size=257, num_classes=2, emb_dim=256, num_heads=4, num_layers=4,
-                               qkv_dim=256, mlp_dim=1024),
-    "listops": _listops_model,
-}
-
-
-def bench_model(task: str, overrides: list[str] = ()) -> BenchModel:
-    """The table's model for ``task`` with ``key=value`` overrides (e.g. ``num_layers=1``)."""
-    if task not in MODELS:
-        raise ValueError(f"no bench model for task {task!r}; choose from {', '.join(sorted(MODELS))}")
-    model = MODELS[task]()
-    changes = {}
-    for pair in overrides:
-        key, sep, text = pair.partition("=")
-        key = key.strip().removeprefix("model.")
-        if not sep or key not in {f.name for f in dataclasses.fields(BenchModel)}:
-            valid = ", ".join(f.name for f in dataclasses.fields(BenchModel))
-            raise ValueError(f"--set expects KEY=VALUE with KEY one of: {valid}; got {pair!r}")
-        like = getattr(model, key)
-        changes[key] = type(like)(text.strip())
-    return dataclasses.replace(model, **changes)
-
-
-def attn_options(task: str, name: str) -> dict[str, Any]:
-    """Per-family options that the task's config sets (e.g. ListOps' Performer), else none."""
-    try:
-        module = importlib.import_module(f"configs.{task}")
-    except ModuleNotFoundError:
-        return {}
-    delta = getattr(module, "ATTENTION", {}).get(name, {})
-    return {k.removeprefix("attn."): v for k, v in delta.items() if k.startswith("attn.")}
+# The models: each family's run config, as lra.run resolves it.
 
 
 def discover_families() -> tuple[list[str], dict[str, str]]:
@@ -161,128 +96,27 @@ def discover_families() -> tuple[list[str], dict[str, str]]:
     return attention.available(), broken
 
 
-def make_batch(model: BenchModel, batch: int, length: int, seed: int = 0) -> dict[str, np.ndarray]:
-    """Random tokens with a real padding mask: true lengths in [L/2, L], the first example padded."""
+def run_config(task: str, family: str, preset: str, overrides: list[str], batch: int, dtype: str,
+               seed: int) -> config_lib.Config:
+    """``family``'s run config on ``task``: ``--preset`` and ``--set`` as lra.run applies them, then
+    the bench's ``--dtype`` and ``--batch`` (raises ``ConfigError``)."""
+    return config_lib.load(task, family, preset=preset, seed=seed,
+                           overrides=[*overrides, f"model.dtype={dtype}", f"train.batch_size={batch}"])
+
+
+def make_batch(task: tasks.Task, batch: int, length: int, seed: int = 0) -> dict[str, np.ndarray]:
+    """Random tokens for each of the task's inputs with a real padding mask: true lengths in
+    [L/2, L], the first example's 3L/4; ``inputs*``: int32[B, L], ``mask*``: bool[B, L]."""
     rng = np.random.default_rng(seed)
-    lengths = rng.integers(max(1, length // 2), length + 1, size=batch)
-    lengths[0] = max(1, (3 * length) // 4)
-    mask = np.arange(length)[None, :] < lengths[:, None]
-    inputs = np.where(mask, rng.integers(1, model.vocab_size, size=(batch, length)), 0)
-    return {"inputs": inputs.astype(np.int32), "mask": mask,
-            "targets": rng.integers(0, model.num_classes, size=batch).astype(np.int32)}
-
-
-def make_classifier(model: BenchModel, family: str, length: int, dtype: str, options: dict,
-                    seed: int = 0) -> Classifier:
-    rngs = nnx.Rngs(params=seed, dropout=seed, default=seed)
-    m = model
-    encoder = Encoder(vocab_size=m.vocab_size, max_len=length, attention_name=family,
-                      attn_options=options, emb_dim=m.emb_dim, num_heads=m.num_heads,
-                      num_layers=m.num_layers, qkv_dim=m.qkv_dim, mlp_dim=m.mlp_dim,
-                      dropout=m.dropout, attention_dropout=m.attention_dropout, pooling=m.pooling,
-                      positional=m.positional, dtype=dtype, rngs=rngs)
-    return Classifier(encoder, ClassifierHead(m.emb_dim, m.mlp_dim, m.num_classes, rngs=rngs),
-                      ("inputs",))
-
-
-# ----------------------------------------------------------------------------------------------
-# Measurements.
-
-
-def matmul_flops(jaxpr) -> tuple[int, bool]:
-    """FLOPs of every dot_general and convolution in ``jaxpr``, scan bodies times their length.
-
-    Returns (flops, loops): ``loops`` is True if the step has a scan or while loop, whose body
-    XLA's cost analysis counts once (a while loop's trip count is unknown here too: counted once).
-    """
-    total, loops = 0, False
-    for eqn in jaxpr.eqns:
-        name = eqn.primitive.name
-        if name == "dot_general":
-            (contract, _), _ = eqn.params["dimension_numbers"]
-            lhs = eqn.invars[0].aval.shape
-            total += 2 * math.prod(eqn.outvars[0].aval.shape) * math.prod(lhs[i] for i in contract)
-        elif name == "conv_general_dilated":
-            rhs = eqn.invars[1].aval.shape
-            out_features = rhs[eqn.params["dimension_numbers"].rhs_spec[0]]
-            total += 2 * math.prod(eqn.outvars[0].aval.shape) * math.prod(rhs) // out_features
-        subs = [_inner(v) for v in eqn.params.values()]
-        subs += [_inner(x) for v in eqn.params.values() if isinstance(v, tuple | list) for x in v]
-        counted = [matmul_flops(s) for s in subs if s is not None]
-        if not counted:
-            continue
-        loops |= name in ("while", "scan") or any(w for _, w in counted)
-        if name == "cond":
-            total += max(f for f, _ in counted)
-        else:
-            total += sum(f for f, _ in counted) * (eqn.params["length"] if name == "scan" else 1)
-    return total, loops
-
-
-def _inner(value):
-    """The Jaxpr inside a parameter value (a Jaxpr or a ClosedJaxpr), else None."""
-    if hasattr(value, "eqns"):
-        return value
-    if hasattr(value, "jaxpr") and hasattr(value.jaxpr, "eqns"):
-        return value.jaxpr
-    return None
-
-
-def matmul_peak(dtype: str, size: int | None = None, repeats: int = 5) -> dict[str, Any]:
-    """This device's matmul FLOP/s: the best of ``repeats`` runs of a jitted chain of n x n matmuls."""
-    platform = jax.devices()[0].platform
-    n = size or (2048 if platform == "cpu" else 8192)
-    chain = 4 if platform == "cpu" else 20
-    dt = jnp.dtype(dtype)
-    a = jax.random.normal(jax.random.key(1), (n, n), dt)
-    w = (jax.random.normal(jax.random.key(2), (n, n), jnp.float32) / math.sqrt(n)).astype(dt)
-    f = jax.jit(lambda a, w: jax.lax.fori_loop(0, chain, lambda i, x: x @ w, a))
-    f(a, w).block_until_ready()
-    best = math.inf
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        f(a, w).block_until_ready()
-        best = min(best, time.perf_counter() - t0)
-    flops = 2 * n**3 * chain
-    return {"flops_per_s": flops / best, "n": n, "chain": chain, "dtype": dtype, "best_s": best,
-            "method": f"best of {repeats}: jit fori_loop of {chain} [{n},{n}] @ [{n},{n}] {dtype}"}
-
-
-def free_memory() -> tuple[int, str]:
-    """Bytes this process could still allocate on the device it runs on, and where that comes from."""
-    stats = jax.local_devices()[0].memory_stats()
-    if stats and "bytes_limit" in stats:
-        return (int(stats["bytes_limit"]) - int(stats.get("bytes_in_use", 0)),
-                "device bytes_limit - bytes_in_use")
-    return int(psutil.virtual_memory().available), "host available memory (psutil)"
-
-
-class RssSampler:
-    """Peak growth of this process's resident set while the block runs (sampled every ~1 ms)."""
-
-    def __init__(self):
-        self._proc = psutil.Process()
-        self._stop = threading.Event()
-        self.base = self.peak = self._proc.memory_info().rss
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self):
-        while not self._stop.is_set():
-            self.peak = max(self.peak, self._proc.memory_info().rss)
-            time.sleep(0.001)
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
-        self.peak = max(self.peak, self._proc.memory_info().rss)
-
-    @property
-    def growth(self) -> int:
-        return self.peak - self.base
+    out = {}
+    for name in task.inputs:
+        lengths = rng.integers(max(1, length // 2), length + 1, size=batch)
+        lengths[0] = max(1, (3 * length) // 4)
+        mask = np.arange(length)[None, :] < lengths[:, None]
+        ids = np.where(mask, rng.integers(1, task.vocab_size, size=(batch, length)), task.pad_id)
+        out[name], out["mask" + name[len("inputs"):]] = ids.astype(np.int32), mask
+    out["targets"] = rng.integers(0, task.num_classes, size=batch).astype(np.int32)
+    return out
 
 
 def _is_oom(err: BaseException) -> bool:
@@ -339,42 +173,37 @@ class Case:
 class Bench:
     """Compiles, sizes and runs the cases of one invocation (one process, one device mesh)."""
 
-    def __init__(self, model: BenchModel, task: str, batch: int, dtype: str, seed: int = 0):
-        self.model, self.task, self.batch, self.dtype, self.seed = model, task, batch, dtype, seed
+    def __init__(self, task: str, preset: str, overrides: list[str], batch: int, dtype: str,
+                 seed: int = 0):
+        self.task, self.preset, self.overrides = task, preset, list(overrides)
+        self.batch, self.dtype, self.seed = batch, dtype, seed
         self.mesh = sharding.make_mesh()
         sharding.check_batch_size(batch, self.mesh, "--batch")
-        self.repl = sharding.replicated(self.mesh)
         self.data = sharding.batch_sharding(self.mesh)
-        self.train = TrainConfig()
-        self.tx = optimizer(self.train)
+        self._configs: dict[str, config_lib.Config] = {}
+
+    def config(self, family: str) -> config_lib.Config:
+        if family not in self._configs:
+            self._configs[family] = run_config(self.task, family, self.preset, self.overrides,
+                                               self.batch, self.dtype, self.seed)
+        return self._configs[family]
 
     def lower(self, case: Case):
         """Trace and lower the step from abstract shapes (nothing is allocated); count its FLOPs."""
-        options = case.options = attn_options(self.task, case.attention)
-        attention.check_options(case.attention, options)
-
-        def make():
-            return make_classifier(self.model, case.attention, case.length, self.dtype, options,
-                                   self.seed)
-
         t0 = time.perf_counter()
-        try:
-            abstract = nnx.eval_shape(make)
-        except Exception:  # a family that needs concrete values in __init__: build it for real
-            abstract = make()
-        graphdef, params, rest = nnx.split(abstract, nnx.Param, ...)
-        params, rest = jax.tree.map(_as_struct, (params, rest))
-        state = {"step": jax.ShapeDtypeStruct((), jnp.int32), "params": params,
-                 "opt_state": jax.eval_shape(self.tx.init, params)}
-        batch = jax.tree.map(_as_struct, make_batch(self.model, self.batch, case.length))
-        key = jax.eval_shape(lambda: jax.random.key(0))
-        step = jax.jit(make_train_step(graphdef, self.tx, 1, learning_rate(self.train)),
-                       in_shardings=(self.repl, self.repl, self.data, self.repl),
-                       out_shardings=(self.repl, self.repl), donate_argnums=(0,))
-        traced = step.trace(state, rest, batch, key)
-        mm, loops = matmul_flops(traced.jaxpr.jaxpr)
+        config = self.config(case.attention)
+        case.options = dict(config.attn)
+        task = tasks.build(config.task, Path("."), **config.data)  # facts only: reads no files
+        setup = create_train_state(config, task, self.mesh, init="abstract", max_len=case.length)
+        batch = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype),
+                             make_batch(task, self.batch, case.length))
+        traced = setup.train_step.trace(setup.state, setup.rest, batch,
+                                        jax.eval_shape(lambda: jax.random.key(0)))
+        mm, loops = measure.matmul_flops(traced.jaxpr.jaxpr)
         case.flops = {"matmul": float(mm), "loops": loops}
-        case.make = make
+        case.make = lambda: (create_train_state(config, task, self.mesh, init="eager",
+                                                max_len=case.length),
+                             make_batch(task, self.batch, case.length))
         lowered = traced.lower()
         case.compile_s = time.perf_counter() - t0
         return lowered
@@ -382,16 +211,8 @@ class Bench:
     def finish(self, case: Case, compiled, compile_s: float) -> None:
         """Keep the executable and read its memory and cost analyses."""
         case.compile_s = round(case.compile_s + compile_s, 3)
-        m = compiled.memory_analysis()
-        case.compiled_memory = {
-            "argument": int(m.argument_size_in_bytes), "output": int(m.output_size_in_bytes),
-            "alias": int(m.alias_size_in_bytes), "temp": int(m.temp_size_in_bytes),
-            "xla_peak": int(getattr(m, "peak_memory_in_bytes", 0) or 0)}
-        c = case.compiled_memory
-        c["total"] = c["argument"] + c["output"] - c["alias"] + c["temp"]
-        cost = compiled.cost_analysis()
-        cost = cost[0] if isinstance(cost, list | tuple) else cost
-        xla = float(cost.get("flops", 0.0)) if cost else 0.0
+        case.compiled_memory = measure.compiled_memory(compiled)
+        xla = measure.xla_flops(compiled)
         case.flops = {"xla": xla, **case.flops, "per_step": max(xla, case.flops["matmul"])}
         case.compiled = compiled
 
@@ -402,41 +223,26 @@ class Bench:
         self.finish(case, compiled, time.perf_counter() - t0)
 
     def materialize(self, case: Case) -> None:
-        """Allocate the model, optimizer state and batch of an accepted case on the devices.
-
-        Eagerly: the small eager programs are shared by every case, where a jitted initialiser
-        would compile once per case.
-        """
-        _, params, rest = nnx.split(case.make(), nnx.Param, ...)
-        state = {"step": jnp.zeros((), jnp.int32), "params": params,
-                 "opt_state": self.tx.init(params)}
-        state, rest = jax.device_put((state, rest), self.repl)
-        batch = sharding.to_global(make_batch(self.model, self.batch, case.length), self.data)
-        case.args = [state, rest, batch]
+        """Allocate the model, optimizer state and batch of an accepted case on the devices
+        (eagerly: ``create_train_state``'s ``init="eager"``)."""
+        setup, batch = case.make()
+        case.args = [setup.state, setup.rest, sharding.to_global(batch, self.data)]
 
     def step(self, case: Case, key) -> float:
         """One training step of ``case``; returns its wall time in seconds."""
         state, rest, batch = case.args
-        t0 = time.perf_counter()
-        state, metrics = case.compiled(state, rest, batch, key)
-        jax.block_until_ready((state, metrics))
-        elapsed = time.perf_counter() - t0
+        (state, metrics), elapsed = measure.timed(case.compiled, state, rest, batch, key)
         case.args[0] = state
         case.loss = float(metrics["loss"])
         return elapsed
 
     def first_step(self, case: Case, key) -> None:
         """The first (warm-up) step, measuring the host RSS growth and the device's peak."""
-        with RssSampler() as rss:
+        with measure.RssSampler() as rss:
             self.step(case, key)
-        stats = jax.local_devices()[0].memory_stats() or {}
         case.memory = {"rss_growth": int(rss.growth), "rss_base": int(rss.base)}
-        if "peak_bytes_in_use" in stats:
-            case.memory["device_peak"] = int(stats["peak_bytes_in_use"])
-
-
-def _as_struct(a):
-    return jax.ShapeDtypeStruct(a.shape, a.dtype) if hasattr(a, "shape") else a
+        if (peak := measure.device_peak()) is not None:
+            case.memory["device_peak"] = peak
 
 
 def _timed_compile(lowered):
@@ -475,8 +281,8 @@ def plan_fit(cases: list[Case], budget: int, source: str) -> None:
 def _run_isolated(case: Case, args: argparse.Namespace) -> dict[str, Any]:
     """Measure one case's device peak in a fresh process (peak_bytes_in_use is process-wide)."""
     spec = {"attention": case.attention, "length": case.length, "task": args.task,
-            "model": dataclasses.asdict(args.model), "batch": args.batch, "dtype": args.dtype,
-            "seed": args.seed, "budget": args.budget_bytes}
+            "preset": args.preset, "overrides": args.overrides, "batch": args.batch,
+            "dtype": args.dtype, "seed": args.seed, "budget": args.budget_bytes}
     proc = subprocess.run([sys.executable, "-m", "lra.bench", "--_measure", json.dumps(spec)],
                           capture_output=True, text=True, check=False)
     for line in proc.stdout.splitlines():
@@ -488,12 +294,12 @@ def _run_isolated(case: Case, args: argparse.Namespace) -> dict[str, Any]:
 
 def _measure_one(spec: dict[str, Any]) -> dict[str, Any]:
     """Subprocess side of ``_run_isolated``: compile, check the fit, run one step, report."""
-    model = BenchModel(**spec["model"])
-    bench = Bench(model, spec["task"], spec["batch"], spec["dtype"], spec["seed"])
+    bench = Bench(spec["task"], spec["preset"], spec["overrides"], spec["batch"], spec["dtype"],
+                  spec["seed"])
     case = Case(spec["attention"], spec["length"])
     try:
         bench.compile(case)
-        budget, source = (spec["budget"], "--memory-budget-gb") if spec["budget"] else free_memory()
+        budget, source = (spec["budget"], "--memory-budget-gb") if spec["budget"] else measure.free_memory()
         plan_fit([case], int(budget if spec["budget"] else budget * FIT_MARGIN), source)
         if case.status == "pending":
             bench.materialize(case)
@@ -502,13 +308,6 @@ def _measure_one(spec: dict[str, Any]) -> dict[str, Any]:
         case.skip(("out of memory at run time: " if _is_oom(err) else "failed: ") + _short(err))
     return {"status": "ok" if case.status == "pending" else case.status, "reason": case.reason,
             "memory": case.memory, "compiled_memory": case.compiled_memory}
-
-
-def slope(xs: list[float], ys: list[float]) -> float | None:
-    """Least-squares slope of log(y) against log(x); None with fewer than two points."""
-    if len(xs) < 2:
-        return None
-    return float(np.polyfit(np.log(xs), np.log(ys), 1)[0])
 
 
 def summarize(cases: list[Case], isolated: bool) -> list[dict[str, Any]]:
@@ -548,17 +347,6 @@ def summarize(cases: list[Case], isolated: bool) -> list[dict[str, Any]]:
     return records
 
 
-def fit_slopes(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    out = {}
-    for name in sorted({r["attention"] for r in records}):
-        ok = [r for r in records if r["attention"] == name and r["status"] == "ok"]
-        xs = [r["length"] for r in ok]
-        out[name] = {"lengths": xs,
-                     "time": slope(xs, [r["step_time_s"]["median"] for r in ok]),
-                     "memory": slope(xs, [r["memory"]["bytes"] for r in ok])}
-    return out
-
-
 def default_out(results_dir: Path, task: str, batch: int, dtype: str) -> Path:
     d = results.device_info()
     kind = re.sub(r"[^a-z0-9]+", "-", d["kind"].lower()).strip("-")
@@ -594,7 +382,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     for case in cases:
         if case.attention in broken:
             case.skip(broken[case.attention])
-    bench = Bench(args.model, args.task, args.batch, args.dtype, args.seed)
+    bench = Bench(args.task, args.preset, args.overrides, args.batch, args.dtype, args.seed)
     platform = jax.devices()[0].platform
     isolate = args.isolate == "yes" or (args.isolate == "auto" and platform != "cpu")
 
@@ -621,7 +409,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 case.skip(f"failed to build or compile: {_short(err)}")
             bar.update(1)
 
-    budget, source = free_memory()
+    budget, source = measure.free_memory()
     if args.budget_bytes:
         budget, source = args.budget_bytes, "--memory-budget-gb"
     else:
@@ -641,7 +429,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     case.memory = out["memory"]
                 bar.update(1)
 
-    peak = matmul_peak(args.dtype, args.peak_size)
+    peak = measure.matmul_peak(args.dtype, args.peak_size)
     keys = [jax.random.key(i) for i in range(1 + args.warmup + args.steps)]
     bar.set_description("warm-up")
     for case in cases:
@@ -683,7 +471,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         if r["status"] == "ok":
             r["fraction_of_peak"] = r["achieved_flops_per_s"] / peak["flops_per_s"]
     return {
-        "schema": SCHEMA, "kind": "efficiency", "task": args.task, "model": dataclasses.asdict(args.model),
+        "schema": SCHEMA, "kind": "efficiency", "task": args.task, "preset": args.preset,
+        "config": args.config.to_dict(), "model": args.model,
         "batch": args.batch, "dtype": args.dtype, "lengths": list(args.lengths), "families": families,
         "steps": args.steps, "warmup": args.warmup, "seed": args.seed,
         "memory_method": ("device peak_bytes_in_use, one fresh process per config" if isolate else
@@ -707,12 +496,16 @@ def parser() -> argparse.ArgumentParser:
                    help="comma-separated input lengths (default: %(default)s)")
     p.add_argument("--batch", type=int, default=32, help="global batch (default: %(default)s, LRA's)")
     p.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"))
-    p.add_argument("--task", default="text", choices=sorted(MODELS),
-                   help="whose model to time (default: text, as in LRA's Table 2)")
+    p.add_argument("--task", default="text", choices=tasks.available(),
+                   help="whose model to time, from configs/<task>.py (default: text, as in LRA's "
+                        "Table 2)")
+    p.add_argument("--preset", default="paper", choices=config_lib.PRESETS,
+                   help="the configs' preset, as lra.run --preset (default: %(default)s)")
     p.add_argument("--steps", type=int, default=10, help="timed steps per config (default: %(default)s)")
     p.add_argument("--warmup", type=int, default=2, help="untimed steps after compilation (default: 2)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a model shape, e.g. --set num_layers=1 --set emb_dim=64")
+                   help="override a config key of every family's run config, as lra.run --set "
+                        "(e.g. --set model.num_layers=1 --set model.emb_dim=64)")
     p.add_argument("--memory-budget-gb", type=float, default=None,
                    help="plan against this many GiB instead of the free device/host memory")
     p.add_argument("--isolate", default="auto", choices=("auto", "yes", "no"),
@@ -745,7 +538,12 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError("--lengths needs positive integers")
         if args.batch < 1 or args.steps < 1 or args.warmup < 0:
             raise ValueError("--batch and --steps must be >= 1, --warmup >= 0")
-        args.model = bench_model(args.task, args.overrides)
+        # The baseline's config: a --set that no run could take is an error here, not a skip.
+        args.config = run_config(args.task, BASELINE, args.preset, args.overrides, args.batch,
+                                 args.dtype, args.seed)
+        task = tasks.build(args.task, Path("."), **args.config.data)
+        args.model = {**dataclasses.asdict(args.config.model), "vocab_size": task.vocab_size,
+                      "num_classes": task.num_classes}
         if args.out is not None and args.out.exists():
             raise ValueError(f"{args.out} exists; the bench never overwrites a result file")
     except ValueError as err:

@@ -226,7 +226,7 @@ def load(task: str, attention_name: str, *, preset: str = "paper", seed: int = 0
         for key, value in layer.items():
             _apply(cfg, key, value, attn_options=attn_options, data_options=data_options,
                    from_text=False)
-    items = overrides.items() if isinstance(overrides, dict) else _split_overrides(overrides or [])
+    items = overrides.items() if isinstance(overrides, dict) else parse_overrides(overrides or [])
     for key, value in items:
         _apply(cfg, key, value, attn_options=attn_options, data_options=data_options,
                from_text=isinstance(value, str))
@@ -238,14 +238,28 @@ def load(task: str, attention_name: str, *, preset: str = "paper", seed: int = 0
     return config
 
 
-def _split_overrides(pairs: list[str]) -> list[tuple[str, str]]:
+def parse_overrides(pairs: list[str]) -> list[tuple[str, str]]:
+    """``--set key=value`` arguments -> [(key, value text)], in order (every command line's
+    ``--set`` goes through here; ``load`` types the values, ``parse_options`` for flat options)."""
     out = []
     for pair in pairs:
         key, sep, value = pair.partition("=")
-        if not sep or not key:
+        if not sep or not key.strip():
             raise ConfigError(f"--set expects key=value, got {pair!r}")
         out.append((key.strip(), value.strip()))
     return out
+
+
+def parse_options(pairs: list[str], defaults: dict[str, Any], where: str) -> dict[str, Any]:
+    """``--set key=value`` arguments for flat options (a task's data options): each key must be
+    one of ``defaults`` and its value is parsed to the default's type. ``where`` names the options
+    in the error ("task 'listops' data" -> "unknown task 'listops' data key ...")."""
+    options: dict[str, Any] = {}
+    for key, text in parse_overrides(pairs):
+        if key not in defaults:
+            raise _unknown(key, list(defaults), where)
+        options[key] = _parse_value(text, defaults[key], key)
+    return options
 
 
 # What every model.* / train.* value may be: (kind, lowest, highest, whether the bounds are open).

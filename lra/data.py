@@ -21,9 +21,9 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import tasks
+from lra import config as config_lib
 
 __all__ = ["default_data_dir", "main"]
 
@@ -118,36 +118,11 @@ GENERATORS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None],
 # prepare
 
 
-def _parse_settings(task: str, settings: list[str]) -> dict[str, Any]:
-    defaults = tasks.data_options(task)
-    options: dict[str, Any] = {}
-    for setting in settings:
-        key, sep, text = setting.partition("=")
-        if not sep:
-            raise UsageError(f"--set expects KEY=VALUE, got {setting!r}")
-        if key not in defaults:
-            raise UsageError(f"task {task!r} has no data option {key!r}; it has: "
-                             f"{', '.join(defaults) or 'none'}")
-        default = defaults[key]
-        try:
-            if isinstance(default, bool):
-                if text.lower() not in ("true", "false", "1", "0"):
-                    raise ValueError(text)
-                options[key] = text.lower() in ("true", "1")
-            elif isinstance(default, int | float):
-                options[key] = type(default)(text)
-            else:
-                options[key] = text
-        except ValueError:
-            kind = {bool: "true or false", int: "an integer", float: "a number"}[type(default)]
-            raise UsageError(f"--set {key}: expected {kind}, got {text!r}") from None
-    return options
-
-
 def _prepare(args: argparse.Namespace) -> None:
     data_dir = args.data_dir if args.data_dir is not None else default_data_dir()
     tasks.family(args.task)  # unknown task -> its error before anything else
-    options = _parse_settings(args.task, args.set)
+    options = config_lib.parse_options(args.set, tasks.data_options(args.task),
+                                       f"task {args.task!r} data")
     try:
         task = tasks.build(args.task, data_dir, **options)
     except ValueError as err:  # the task's option checks
@@ -190,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         args.run(args)
-    except (tasks.DataError, tasks.UnknownTaskError, UsageError) as err:
+    except (tasks.DataError, tasks.UnknownTaskError, UsageError, config_lib.ConfigError) as err:
         message = " ".join(str(err).split())  # one line
         print(f"error: {message}", file=sys.stderr)
         return 2

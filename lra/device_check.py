@@ -48,7 +48,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--steps", type=int, default=5, help="timed bench steps per config")
     p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--bench-set", action="append", default=[], metavar="KEY=VALUE",
-                   help="model override for the bench (tests shrink the model with it)")
+                   help="config override for the bench (lra.bench --set, e.g. model.num_layers=1; "
+                        "tests shrink the model with it)")
     p.add_argument("--train-steps", type=int, default=1000)
     p.add_argument("--train-preset", default="paper")
     p.add_argument("--train-set", action="append", default=[], metavar="KEY=VALUE",

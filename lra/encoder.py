@@ -277,10 +277,14 @@ class Classifier(nnx.Module):
         return self.head(*pooled)
 
 
-def build_model(config, task, *, rngs: nnx.Rngs) -> Classifier:
-    """The classifier for ``config`` (lra.config.Config) on ``task`` (tasks.Task)."""
+def build_model(config, task, *, rngs: nnx.Rngs, max_len: int | None = None) -> Classifier:
+    """The classifier for ``config`` (lra.config.Config) on ``task`` (tasks.Task).
+
+    ``max_len``: the longest input the model takes; the task's ``max_len`` unless given (the bench
+    times one model at several lengths)."""
     m = config.model
-    encoder = Encoder(vocab_size=task.vocab_size, max_len=task.max_len,
+    encoder = Encoder(vocab_size=task.vocab_size,
+                      max_len=task.max_len if max_len is None else max_len,
                       attention_name=config.attention, attn_options=config.attn,
                       emb_dim=m.emb_dim, num_heads=m.num_heads, num_layers=m.num_layers,
                       qkv_dim=m.qkv_dim, mlp_dim=m.mlp_dim, dropout=m.dropout,

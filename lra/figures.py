@@ -13,21 +13,15 @@ from collections.abc import Mapping, Sequence
 
 import matplotlib
 import matplotlib.ticker
-import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+
+from lra.efficiency import loglog_slope
 
 DPI = 100
 RC = {"svg.hashsalt": "lra", "font.family": "DejaVu Sans", "font.size": 9, "axes.grid": True,
       "grid.alpha": 0.3, "path.simplify": False}
 MARKERS = "osD^v<>phX*"
-
-
-def loglog_slope(xs: Sequence[float], ys: Sequence[float]) -> float | None:
-    """Least-squares slope of log(y) against log(x): the exponent k of y ~ x^k. None below 2 points."""
-    if len(xs) < 2 or len(set(xs)) < 2:
-        return None
-    return float(np.polyfit(np.log(np.asarray(xs, float)), np.log(np.asarray(ys, float)), 1)[0])
 
 
 def style(names: Sequence[str]) -> dict[str, dict]:

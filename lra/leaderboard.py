@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import tasks
-from lra import curves, figures, published
+from lra import curves, efficiency, figures, published
 
 TASKS = published.TASKS
 AVG_TASKS = TASKS[:5]  # LRA's average leaves Path-X out
@@ -247,7 +247,6 @@ def accuracy_section(runs: list[dict[str, Any]],
 # ----------------------------------------------------------------------------------------------
 # Efficiency (python -m lra.bench result files).
 
-BENCH_SCHEMA = "lra.bench/1"
 FIGURES_DIR = "figures"
 FIGURE_PREFIX = "efficiency-"
 PRESET_ORDER = {"paper": 0, "small": 1, "tiny": 2}
@@ -258,8 +257,8 @@ def load_efficiency(results_dir: Path) -> list[dict[str, Any]]:
     for path in sorted((Path(results_dir) / "efficiency").glob("*.json")):
         try:
             record = json.loads(path.read_text())
-            if record["schema"] != BENCH_SCHEMA:
-                raise KeyError(f"schema {record['schema']!r}, expected {BENCH_SCHEMA!r}")
+            if record["schema"] != efficiency.SCHEMA:
+                raise KeyError(f"schema {record['schema']!r}, expected {efficiency.SCHEMA!r}")
             for r in record["results"]:
                 r["attention"], r["length"], r["status"]
             record["device"]["kind"], record["task"], record["batch"], record["dtype"]
@@ -374,7 +373,7 @@ def _efficiency_table(rec: dict[str, Any], runs: list[dict[str, Any]], key: tupl
             xs.append(n)
             ts.append(r["step_time_s"]["median"])
             ms.append(r["memory"]["bytes"])
-        kt, km = figures.loglog_slope(xs, ts), figures.loglog_slope(xs, ms)
+        kt, km = efficiency.loglog_slope(xs, ts), efficiency.loglog_slope(xs, ms)
         last = ok.get((a, longest))
         flops = _num(last["flops"]["per_step"] / 1e9) if last else "—"
         frac = f"{100 * last['fraction_of_peak']:.1f}" if last and last.get("fraction_of_peak") else "—"

@@ -444,7 +444,7 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
-        if any(pair.partition("=")[0].strip() == "seed" for pair in args.overrides):
+        if any(key == "seed" for key, _ in config_lib.parse_overrides(args.overrides)):
             raise SweepError("--set seed=... would give every cell one seed; use --seeds")
         cells = expand(args.task, args.attn, parse_seeds(args.seeds))
         if args.shard is not None:
@@ -454,7 +454,7 @@ def main(argv: list[str] | None = None) -> int:
             for p in plans:
                 print(shlex.join(["python", "-m", "lra.run", *p.argv]))
             return 0
-    except (SweepError, UnknownNameError) as err:
+    except (SweepError, UnknownNameError, config_lib.ConfigError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     if args.dry_run:

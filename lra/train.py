@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -151,6 +151,74 @@ def make_eval_step(graphdef) -> Callable:
         return {"correct": jnp.sum(correct * w), "loss": jnp.sum(loss * w), "count": jnp.sum(w)}
 
     return eval_step
+
+
+# ----------------------------------------------------------------------------------------------
+# The train state: model, optimizer, sharded state and the jitted step, built in one place.
+
+
+class TrainSetup(NamedTuple):
+    """What ``create_train_state`` builds; ``state`` and ``rest`` are ``train_step``'s arguments."""
+
+    graphdef: nnx.GraphDef
+    state: dict[str, Any]  # {step, params, batch_stats, opt_state}, replicated over the mesh
+    rest: nnx.State  # random streams and fixed tables (split_model), replicated
+    tx: optax.GradientTransformation
+    train_step: Callable  # jitted: (state, rest, batch, rng) -> (state, metrics); donates state
+
+
+INITS = ("jit", "eager", "abstract")
+
+
+def create_train_state(config: Config, task: tasks.Task, mesh, *, init: str = "jit",
+                       max_len: int | None = None) -> TrainSetup:
+    """The model of ``config`` on ``task``, its optimizer and train state laid out on ``mesh``, and
+    the jitted ``train_step`` (parameters and state replicated, the batch split along ``data``, the
+    state donated). The trainer, the bench and the tests build through here.
+
+    The model's random streams start from ``config.seed`` (parameters, dropout, feature redraws).
+    ``init`` says how the state comes to exist:
+
+    * ``"jit"`` (the trainer): initialised under ``jax.jit`` straight into the mesh layout; with
+      several processes the replicated arrays span devices this process cannot address, which rules
+      out ``device_put`` of host values.
+    * ``"eager"`` (the bench): built op by op, then placed with ``device_put``; the small eager
+      programs are shared by every model of a process, where a jitted initialiser compiles per model.
+    * ``"abstract"``: ``jax.ShapeDtypeStruct`` leaves only, nothing allocated (to lower and size
+      the step before deciding to run it).
+
+    ``max_len`` overrides the task's longest input (``build_model``).
+    """
+    if init not in INITS:
+        raise ValueError(f"init={init!r}: choose from {', '.join(INITS)}")
+    t = config.train
+    repl = sharding.replicated(mesh)
+    tx = optimizer(t)
+
+    def build():
+        return build_model(config, task, max_len=max_len, rngs=nnx.Rngs(
+            params=config.seed, dropout=config.seed, default=config.seed))
+
+    def initial():
+        _, params, batch_stats, rest = split_model(build())
+        return {"step": jnp.zeros((), jnp.int32), "params": params, "batch_stats": batch_stats,
+                "opt_state": tx.init(params)}, rest
+
+    graphdef = split_model(nnx.eval_shape(build))[0]
+    if init == "jit":
+        state, rest = jax.jit(initial, out_shardings=repl)()
+    elif init == "eager":
+        state, rest = jax.device_put(initial(), repl)
+    else:
+        state, rest = jax.tree.map(_as_struct, nnx.eval_shape(initial))
+    train_step = jax.jit(make_train_step(graphdef, tx, t.grad_accum, learning_rate(t)),
+                         in_shardings=(repl, repl, sharding.batch_sharding(mesh), repl),
+                         out_shardings=(repl, repl), donate_argnums=(0,))
+    return TrainSetup(graphdef, state, rest, tx, train_step)
+
+
+def _as_struct(leaf):
+    return jax.ShapeDtypeStruct(leaf.shape, leaf.dtype) if hasattr(leaf, "shape") else leaf
 
 
 # ----------------------------------------------------------------------------------------------
@@ -316,22 +384,7 @@ def _train(config: Config, workdir: Path, *, data_dir: Path, results_dir: Path |
         sharding.check_batch_size(t.batch_size // t.grad_accum, mesh,
                                   "train.batch_size / train.grad_accum")
     repl, data_sharding = sharding.replicated(mesh), sharding.batch_sharding(mesh)
-
-    tx = optimizer(t)
-
-    def init():
-        model = build_model(config, task, rngs=nnx.Rngs(params=config.seed, dropout=config.seed,
-                                                        default=config.seed))
-        _, params, batch_stats, rest = split_model(model)
-        return {"step": jnp.zeros((), jnp.int32), "params": params, "batch_stats": batch_stats,
-                "opt_state": tx.init(params)}, rest
-
-    # Initialise under jit straight into the mesh layout: with several processes the replicated
-    # arrays span devices this process cannot address, which rules out device_put of host values.
-    graphdef = split_model(nnx.eval_shape(lambda: build_model(
-        config, task, rngs=nnx.Rngs(params=config.seed, dropout=config.seed,
-                                    default=config.seed))))[0]
-    state, rest = jax.jit(init, out_shardings=repl)()
+    graphdef, state, rest, _, train_step = create_train_state(config, task, mesh)
     num_params = sum(int(np.prod(p.shape)) for p in jax.tree.leaves(state["params"]))
 
     ckpt = Checkpoints(workdir)
@@ -339,9 +392,6 @@ def _train(config: Config, workdir: Path, *, data_dir: Path, results_dir: Path |
     history = History()
     state, history = _resume(ckpt, config, state, history, workdir)
 
-    train_step = jax.jit(make_train_step(graphdef, tx, t.grad_accum, learning_rate(t)),
-                         in_shardings=(repl, repl, data_sharding, repl),
-                         out_shardings=(repl, repl), donate_argnums=(0,))
     eval_step = jax.jit(make_eval_step(graphdef), in_shardings=(repl, repl, repl, data_sharding),
                         out_shardings=repl)
     batches = TrainBatches(train_src, t.batch_size, seed=config.seed,

@@ -1,22 +1,26 @@
 """`python -m lra.bench`: its result file, the ratio arithmetic, skipping what would not fit.
 
-One tiny run (two families, lengths 64 and 128, a 1-layer d=32 model, 2 timed steps) is shared by the
-schema tests; it takes a few seconds of compilation per config on 2 CPU cores.
+One tiny run (two families, lengths 64 and 128, the text task's ``tiny`` preset: a 1-layer d=32
+model, 2 timed steps) is shared by the schema tests; it takes a few seconds of compilation per config
+on 2 CPU cores.
 """
 
 import argparse
 import json
 import math
 import statistics
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 
-from lra import bench, leaderboard
+import tasks
+from lra import bench, efficiency, leaderboard, measure
+from lra import config as config_lib
 
-TINY = ["--set", "num_layers=1", "--set", "emb_dim=32", "--set", "qkv_dim=32", "--set", "mlp_dim=64",
-        "--set", "num_heads=2", "--peak-size", "256", "--no-progress"]
+TINY = ["--preset", "tiny", "--peak-size", "256", "--no-progress"]
 
 
 @pytest.fixture(scope="module")
@@ -33,11 +37,11 @@ def tiny_run(tmp_path_factory):
 def test_result_file_schema(tiny_run):
     _, path, rec = tiny_run
     assert path.name.startswith("text__cpu-x1__b2__float32__")  # task, device, batch, dtype, date
-    for key in ("schema", "task", "model", "batch", "dtype", "lengths", "families", "steps", "warmup",
-                "memory_method", "memory_budget", "matmul_peak", "results", "slopes", "device",
-                "versions", "git", "date", "xla_flags", "command"):
+    for key in ("schema", "task", "preset", "config", "model", "batch", "dtype", "lengths", "families",
+                "steps", "warmup", "memory_method", "memory_budget", "matmul_peak", "results", "slopes",
+                "device", "versions", "git", "date", "xla_flags", "command"):
         assert key in rec, key
-    assert rec["schema"] == bench.SCHEMA and rec["task"] == "text"
+    assert rec["schema"] == efficiency.SCHEMA == "lra.bench/1" and rec["task"] == "text"
     assert rec["families"] == ["linear", "softmax"]  # softmax, the baseline, is always measured
     assert rec["model"]["num_layers"] == 1 and rec["model"]["vocab_size"] == 257
     assert rec["device"]["platform"] == "cpu" and rec["device"]["count"] >= 1
@@ -91,15 +95,29 @@ def test_leaderboard_reads_the_real_file(tiny_run):
     assert list((results_dir / "figures").glob("efficiency-*-scaling.png"))
 
 
+def test_the_model_is_the_run_config_of_each_family(tiny_run):
+    """The bench times what ``lra.run`` would train: each family's resolved config (the preset, the
+    family's deltas from configs/text.py), with the bench's batch and dtype."""
+    _, _, rec = tiny_run
+    run = config_lib.load("text", "softmax", preset="tiny", overrides={"train.batch_size": 2})
+    assert rec["config"] == run.to_dict()
+    assert rec["model"] == {**run.to_dict()["model"], "vocab_size": 257, "num_classes": 2}
+    performer = bench.run_config("text", "performer", "paper", [], 32, "float32", 0)
+    assert performer.attn == {"kernel": "relu"}  # configs/text.py's ATTENTION delta
+    assert performer.model.emb_dim == 256 and performer.model.num_layers == 4  # configs/text.py BASE
+    for r in rec["results"]:
+        assert r["attn_options"] == config_lib.load("text", r["attention"], preset="tiny").attn
+
+
 def test_too_big_or_broken_configs_are_recorded_not_crashes(tmp_path, monkeypatch):
-    real = bench.make_classifier
+    real = bench.create_train_state
 
-    def broken_linear(model, family, *args, **kwargs):
-        if family == "linear":
+    def broken_linear(config, *args, **kwargs):
+        if config.attention == "linear":
             raise RuntimeError("this family is unfinished")
-        return real(model, family, *args, **kwargs)
+        return real(config, *args, **kwargs)
 
-    monkeypatch.setattr(bench, "make_classifier", broken_linear)
+    monkeypatch.setattr(bench, "create_train_state", broken_linear)
     out = tmp_path / "eff.json"
     code = bench.main(["--attn", "linear", "--lengths", "64", "--batch", "2", "--steps", "1",
                        "--memory-budget-gb", "0.0001", "--out", str(out), *TINY])
@@ -118,6 +136,20 @@ def test_unknown_family_and_bad_lengths_are_errors(capsys):
     assert "unknown attention 'nosuch'" in capsys.readouterr().err
     assert bench.main(["--lengths", "0"]) == 2
     assert bench.main(["--set", "layers=2"]) == 2
+    assert "unknown config key 'layers'" in capsys.readouterr().err
+    assert bench.main(["--set", "model.num_layers=0"]) == 2
+    assert "model.num_layers=0: expected an integer >= 1" in capsys.readouterr().err
+
+
+def test_the_batch_has_every_input_of_the_task():
+    task = tasks.build("retrieval", Path("."))  # two towers: inputs/mask and inputs2/mask2
+    b = bench.make_batch(task, 3, 16)
+    assert set(b) == {"inputs", "mask", "inputs2", "mask2", "targets"}
+    for ids, mask in ((b["inputs"], b["mask"]), (b["inputs2"], b["mask2"])):
+        assert ids.shape == mask.shape == (3, 16) and ids.dtype == np.int32
+        assert mask[0].sum() == 12 and mask.sum(1).min() >= 8  # true lengths in [L/2, L]
+        assert (ids[~mask] == task.pad_id).all() and (ids[mask] != task.pad_id).all()
+    assert b["targets"].shape == (3,) and b["targets"].max() < task.num_classes
 
 
 def _fake_case(name, length, argument, transient):
@@ -143,15 +175,15 @@ def test_matmul_flops_multiplies_scans_where_xla_counts_the_body_once():
 
     x = jnp.ones((64, 64))
     jaxpr = jax.make_jaxpr(f)(x, x)
-    flops, loops = bench.matmul_flops(jaxpr.jaxpr)
+    flops, loops = measure.matmul_flops(jaxpr.jaxpr)
     assert flops == 10 * 2 * 64**3 and loops
     xla = jax.jit(f).lower(x, x).compile().cost_analysis()["flops"]
     assert xla < flops  # why the bench counts the jaxpr too
 
 
 def test_isolated_measurement_runs_in_a_fresh_process():
-    args = argparse.Namespace(task="text", model=bench.bench_model("text", TINY[1:10:2]), batch=2,
-                              dtype="float32", seed=0, budget_bytes=None)
+    args = argparse.Namespace(task="text", preset="tiny", overrides=[], batch=2, dtype="float32",
+                              seed=0, budget_bytes=None)
     out = bench._run_isolated(bench.Case("softmax", 64), args)
     assert out["status"] == "ok", out
     assert out["memory"]["rss_growth"] >= 0 and out["compiled_memory"]["total"] > 0
@@ -161,13 +193,3 @@ def test_claim_never_overwrites(tmp_path):
     first = bench.claim(tmp_path / "x.json")
     second = bench.claim(tmp_path / "x.json")
     assert first.name == "x.json" and second.name == "x_1.json"
-
-
-def test_the_text_table_matches_the_text_config_where_there_is_one():
-    configs_text = pytest.importorskip("configs.text")
-    model = bench.bench_model("text")
-    for key, value in configs_text.BASE.items():
-        section, _, name = key.partition(".")
-        if section == "model" and hasattr(model, name):
-            assert getattr(model, name) == value, key
-    assert bench.attn_options("text", "performer") == {"kernel": "relu"}

@@ -71,7 +71,8 @@ def test_prepare_uses_lra_data_dir_and_finds_an_official_release(tmp_path):
 
 @pytest.mark.parametrize("args, expected", [
     (["prepare", "--task", "listopz"], "unknown task 'listopz'. Did you mean listops?"),
-    (["prepare", "--task", "listops", "--set", "max_lenght=3"], "no data option 'max_lenght'"),
+    (["prepare", "--task", "listops", "--set", "max_lenght=3"],
+     "unknown task 'listops' data key 'max_lenght'. Did you mean max_length"),
     (["prepare", "--task", "listops", "--set", "seed=x"], "expected an integer, got 'x'"),
     (["prepare", "--task", "listops", "--set", "min_length=3000"], "min_length 3000"),
     (["generate", "listops", "--out", "OUT", "--min-length", "50", "--max-length", "40"],

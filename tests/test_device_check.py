@@ -4,8 +4,8 @@ import json
 
 from lra import bench
 
-TINY_BENCH = ["--bench-set", "num_layers=1", "--bench-set", "emb_dim=32", "--bench-set",
-              "qkv_dim=32", "--bench-set", "mlp_dim=64", "--bench-set", "num_heads=2"]
+TINY_BENCH = ["--bench-set", "model.num_layers=1", "--bench-set", "model.emb_dim=32", "--bench-set",
+              "model.qkv_dim=32", "--bench-set", "model.mlp_dim=64", "--bench-set", "model.num_heads=2"]
 TINY_TRAIN = ["--train-preset", "tiny", "--train-set", "data.train_size=64", "--train-set",
               "data.val_size=16", "--train-set", "data.test_size=16", "--train-set",
               "train.eval_every=2", "--train-set", "train.checkpoint_every=2"]

@@ -5,7 +5,7 @@ import shutil
 
 import pytest
 
-from lra import figures, leaderboard
+from lra import efficiency, leaderboard
 
 PNG = b"\x89PNG\r\n\x1a\n"
 LENGTHS = (512, 1024, 2048)
@@ -174,8 +174,8 @@ def test_a_bad_efficiency_file_is_an_error(results_dir, capsys):
 
 
 def test_loglog_slope():
-    assert figures.loglog_slope([512, 1024, 2048], [1.0, 4.0, 16.0]) == pytest.approx(2.0)
-    assert figures.loglog_slope([512], [1.0]) is None
+    assert efficiency.loglog_slope([512, 1024, 2048], [1.0, 4.0, 16.0]) == pytest.approx(2.0)
+    assert efficiency.loglog_slope([512], [1.0]) is None
 
 
 def _peer_line(peer, mech, kind, seq_len, ms, probes):

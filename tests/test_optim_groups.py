@@ -9,11 +9,11 @@ from flax import nnx
 import attention
 import tasks
 from lra import config as config_lib
+from lra import sharding
 from lra.config import TrainConfig
 from lra.data_pipeline import TrainBatches
-from lra.encoder import build_model
-from lra.optim import learning_rate, optimizer, param_groups
-from lra.train import make_train_step
+from lra.optim import optimizer, param_groups
+from lra.train import create_train_state
 
 SSM_NAMES = {
     "s4d": {"log_A_real", "A_imag", "log_dt"},
@@ -79,11 +79,8 @@ def test_the_trainer_step_applies_the_groups(tmp_path):
         "train.lr": 1e-2, "train.schedule": "constant", "train.warmup_steps": 1})
     task = tasks.build("listops", tmp_path, **cfg.data)
     task.prepare()
-    model = build_model(cfg, task, rngs=nnx.Rngs(params=0, dropout=0, default=0))
-    graphdef, params, rest = nnx.split(model, nnx.Param, ...)
-    tx = optimizer(cfg.train)
-    state = {"step": jnp.zeros((), jnp.int32), "params": params, "opt_state": tx.init(params)}
-    step = jax.jit(make_train_step(graphdef, tx, 1, learning_rate(cfg.train)))
+    _, state, rest, _, step = create_train_state(cfg, task, sharding.make_mesh(), init="eager")
+    params = state["params"]
     batch = TrainBatches(task.source("train"), cfg.train.batch_size, seed=0)[0]
     new, _ = step(jax.tree.map(jnp.copy, state), rest, batch, jax.random.key(0))
     labels = dict(nnx.to_flat_state(param_groups(params)))

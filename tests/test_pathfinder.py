@@ -20,11 +20,9 @@ from PIL import Image
 
 import tasks
 from lra import config as config_lib
-from lra import data
+from lra import data, sharding
 from lra.data_pipeline import TrainBatches
-from lra.encoder import build_model
-from lra.optim import learning_rate, optimizer
-from lra.train import make_train_step
+from lra.train import create_train_state
 from tasks import _snakes, pathfinder
 
 HARD = "curv_contour_length_14"
@@ -414,11 +412,7 @@ def one_step(task_name: str, attn: str, data_dir: Path, **data_options) -> None:
                                      "model.dropout": 0.0, "model.attention_dropout": 0.0,
                                      "train.schedule": "constant"})
     task = tasks.build(task_name, data_dir, **cfg.data)
-    model = build_model(cfg, task, rngs=nnx.Rngs(params=0, dropout=0, default=0))
-    graphdef, params, rest = nnx.split(model, nnx.Param, ...)
-    tx = optimizer(cfg.train)
-    state = {"step": jnp.zeros((), jnp.int32), "params": params, "opt_state": tx.init(params)}
-    step = jax.jit(make_train_step(graphdef, tx, 1, learning_rate(cfg.train)))
+    _, state, rest, _, step = create_train_state(cfg, task, sharding.make_mesh(), init="eager")
     batch = TrainBatches(task.source("train"), 8, seed=0)[0]
     assert batch["inputs"].shape == (8, task.max_len) and batch["mask"].all()
     new, metrics = step(jax.tree.map(jnp.copy, state), rest, batch, jax.random.key(0))

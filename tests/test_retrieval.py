@@ -14,10 +14,10 @@ from flax import nnx
 
 import tasks
 from lra import config as config_lib
+from lra import sharding
 from lra.data_pipeline import TrainBatches
 from lra.encoder import build_model
-from lra.optim import learning_rate, optimizer
-from lra.train import make_train_step
+from lra.train import create_train_state
 from tasks import retrieval
 from tasks._heads import DualHead
 
@@ -159,10 +159,7 @@ def test_tiny_preset_trains_one_step_with_two_towers(tmp_path):
     swapped = model({**batch, "inputs2": batch["inputs"][::-1], "mask2": batch["mask"][::-1]})
     assert logits.shape == (16, 2) and not np.allclose(logits, swapped)  # the second tower counts
 
-    graphdef, params, rest = nnx.split(model, nnx.Param, ...)
-    tx = optimizer(cfg.train)
-    state = {"step": jnp.zeros((), jnp.int32), "params": params, "opt_state": tx.init(params)}
-    step = jax.jit(make_train_step(graphdef, tx, 1, learning_rate(cfg.train)))
+    _, state, rest, _, step = create_train_state(cfg, task, sharding.make_mesh(), init="eager")
     new, metrics = step(jax.tree.map(jnp.copy, state), rest, batch, jax.random.key(0))
     assert int(new["step"]) == 1 and np.isfinite(float(metrics["loss"]))
     moved = jax.tree.map(lambda a, b: bool(jnp.any(a != b)), state["params"], new["params"])

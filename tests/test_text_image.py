@@ -15,14 +15,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import tensorflow_datasets as tfds
-from flax import nnx
 
 import tasks
 from lra import config as config_lib
+from lra import sharding
 from lra.data_pipeline import TrainBatches
-from lra.encoder import build_model
-from lra.optim import learning_rate, optimizer
-from lra.train import make_train_step
+from lra.train import create_train_state
 from tasks import _tfds, image, text
 
 
@@ -154,11 +152,8 @@ def test_a_tfds_data_dir_is_recognised_and_tfrecord_copies_are_explained(tmp_pat
 
 
 def _setup(cfg, task):
-    model = build_model(cfg, task, rngs=nnx.Rngs(params=0, dropout=0, default=0))
-    graphdef, params, rest = nnx.split(model, nnx.Param, ...)
-    tx = optimizer(cfg.train)
-    state = {"step": jnp.zeros((), jnp.int32), "params": params, "opt_state": tx.init(params)}
-    return state, rest, jax.jit(make_train_step(graphdef, tx, 1, learning_rate(cfg.train)))
+    _, state, rest, _, step = create_train_state(cfg, task, sharding.make_mesh(), init="eager")
+    return state, rest, step
 
 
 @pytest.mark.parametrize("name, dataset", [("text", "imdb_reviews"), ("image", "cifar10")])

@@ -8,11 +8,11 @@ from flax import nnx
 
 import tasks
 from lra import config as config_lib
+from lra import sharding
 from lra.config import TrainConfig
 from lra.data_pipeline import TrainBatches, eval_batches
-from lra.encoder import build_model
-from lra.optim import learning_rate, optimizer
-from lra.train import make_eval_step, make_train_step, split_model
+from lra.optim import learning_rate
+from lra.train import create_train_state, make_eval_step
 
 TINY_DATA = {"data.train_size": 64, "data.val_size": 16, "data.test_size": 16}
 
@@ -70,12 +70,8 @@ def _setup(cfg, task, dropout=0.1, **train):
     cfg = config_lib.Config.from_dict({
         **d, "train": {**d["train"], **train},
         "model": {**d["model"], "dropout": dropout, "attention_dropout": dropout}})
-    model = build_model(cfg, task, rngs=nnx.Rngs(params=0, dropout=0, default=0))
-    graphdef, params, rest = nnx.split(model, nnx.Param, ...)
-    tx = optimizer(cfg.train)
-    state = {"step": jnp.zeros((), jnp.int32), "params": params, "opt_state": tx.init(params)}
-    step = jax.jit(make_train_step(graphdef, tx, cfg.train.grad_accum, learning_rate(cfg.train)))
-    return state, rest, step
+    setup = create_train_state(cfg, task, sharding.make_mesh(), init="eager")
+    return setup.state, setup.rest, setup.train_step
 
 
 def test_one_step_updates_every_parameter(listops_tiny):
@@ -151,13 +147,8 @@ def _batchnorm_setup(cfg, task, **train):
     cfg = config_lib.Config.from_dict({
         **d, "train": {**d["train"], "schedule": "constant", "lr": 1e-3, **train},
         "model": {**d["model"], "norm": "batch", "dropout": 0.0, "attention_dropout": 0.0}})
-    model = build_model(cfg, task, rngs=nnx.Rngs(params=0, dropout=0, default=0))
-    graphdef, params, batch_stats, rest = split_model(model)
-    tx = optimizer(cfg.train)
-    state = {"step": jnp.zeros((), jnp.int32), "params": params, "batch_stats": batch_stats,
-             "opt_state": tx.init(params)}
-    step = jax.jit(make_train_step(graphdef, tx, cfg.train.grad_accum, learning_rate(cfg.train)))
-    return graphdef, state, rest, step
+    setup = create_train_state(cfg, task, sharding.make_mesh(), init="eager")
+    return setup.graphdef, setup.state, setup.rest, setup.train_step
 
 
 @pytest.mark.parametrize("grad_accum", [1, 4])
