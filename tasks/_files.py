@@ -26,6 +26,7 @@ import contextlib
 import multiprocessing
 import os
 import sys
+import zipfile
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -156,7 +157,7 @@ def load_arrays(cache: Path, key: Mapping[str, Any], names: Sequence[str]) -> tu
             if not all(np.array_equal(z[name], value) for name, value in key.items()):
                 return None
             return tuple(z[name] for name in names)
-    except (OSError, KeyError, ValueError, EOFError):
+    except (OSError, KeyError, ValueError, EOFError, zipfile.BadZipFile):
         return None  # missing, stale format or half-written by someone else: make them again
 
 
