@@ -245,7 +245,6 @@ def check_options(min_length: int, max_length: int, max_depth: int, max_args: in
                          f"at most {longest} long, not more than min_length {min_length}")
 
 
-
 def _shard_results(workers: int, args: tuple) -> Iterator[list[tuple[str, int]]]:
     """Shard 0, 1, 2, ... in order, computed by ``workers`` processes (in this one if 1)."""
     seed, rest = args[0], args[1:]

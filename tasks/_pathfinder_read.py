@@ -1,8 +1,9 @@
 """The Pathfinder reader: a folder in the LRA archive's layout -> decoded pixels and labels.
 
-Separate from ``tasks/pathfinder.py`` (the tasks) and ``tasks/_pathfinder_gen.py`` (the writer)
-because it reads any folder in that layout, ours or an official ``lra_release``, and both the
-tasks and the tests use it on its own.
+Separate from ``tasks/pathfinder.py`` (the tasks, which only choose the folder and split what is
+read) and from ``tasks/_pathfinder_gen.py`` (the writer) because it reads any folder in that
+layout, ours or an official ``lra_release``, with the edge cases of both: two metadata formats,
+empty PNGs, caches that go stale.
 
 Order: the metadata files of the folder by batch number (names that are not numbers after, by
 name), lines in order; the first ``limit`` lines are used. Zero-byte PNGs are skipped and counted
@@ -29,7 +30,7 @@ from tasks._pathfinder_gen import metadata_files
 __all__ = ["PathfinderImages", "read_images"]
 
 _FIELDS = 11
-_CACHE_VERSION = 1
+_CACHE_VERSION = 1  # part of the decoded cache's key: bump when the cached arrays change meaning
 _CACHE_ARRAYS = ("pixels", "labels", "rows", "skipped", "skipped_rows")
 _NPY_MAGIC = b"\x93NUMPY"
 

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from tasks import DataError, Provenance, Task, data_options, register, relative
+from tasks import DataError, Provenance, Task, data_options, example_index, register, relative
 from tasks._files import format_duration, load_arrays, save_arrays, tsv_cache_key
 from tasks._listops_gen import (
     GENERATOR_VERSION,
@@ -156,11 +156,7 @@ class ListOpsExamples(Sequence):
         return np.diff(self.offsets)
 
     def __getitem__(self, i: int) -> dict[str, np.ndarray]:
-        n = len(self.targets)
-        i = int(i)
-        if not -n <= i < n:
-            raise IndexError(f"example {i} out of range for {n} examples")
-        i %= n
+        i = example_index(i, len(self.targets))
         start, stop = int(self.offsets[i]), int(self.offsets[i + 1])
         inputs = np.zeros(self.max_len, np.int32)
         inputs[:stop - start] = self.tokens[start:stop]

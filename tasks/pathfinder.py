@@ -34,7 +34,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from tasks import DataError, Provenance, Task, register, relative
+from tasks import DataError, Provenance, Task, example_index, register, relative
 from tasks._files import format_duration
 from tasks._pathfinder_gen import (
     BATCH_SIZE,
@@ -72,10 +72,7 @@ class PathfinderExamples(Sequence):
         return len(self.labels)
 
     def __getitem__(self, i: int) -> dict[str, np.ndarray]:
-        n = len(self.labels)
-        i = int(i)
-        if not -n <= i < n:
-            raise IndexError(f"example {i} out of range for {n} examples")
+        i = example_index(i, len(self.labels))
         pixels = self.pixels[i]
         return {"inputs": pixels.astype(np.int32) + 1, "mask": np.ones(pixels.shape, bool),
                 "targets": np.array(self.labels[i], np.int32)}

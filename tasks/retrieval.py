@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tasks import DataError, Provenance, Task, register, relative
+from tasks import DataError, Provenance, Task, example_index, register, relative, split_sizes
 from tasks._files import load_arrays, save_arrays, tsv_cache_key
 
 __all__ = ["FILES", "PairExamples", "RetrievalTask", "find_directory", "read_split"]
@@ -163,10 +163,7 @@ class PairExamples(Sequence):
         return inputs, mask
 
     def __getitem__(self, i: int) -> dict[str, np.ndarray]:
-        i = int(i)
-        if not -self.size <= i < self.size:
-            raise IndexError(f"example {i} out of range for {self.size} examples")
-        i %= self.size
+        i = example_index(i, self.size)
         inputs, mask = self._document(2 * i)
         inputs2, mask2 = self._document(2 * i + 1)
         return {"inputs": inputs, "mask": mask, "inputs2": inputs2, "mask2": mask2,
@@ -191,12 +188,8 @@ class RetrievalTask(Task):
         super().__init__(data_dir)
         if max_length < 1:
             raise ValueError(f"retrieval: max_length must be >= 1, got {max_length}")
-        for name, size in (("train_size", train_size), ("val_size", val_size),
-                           ("test_size", test_size)):
-            if size < 0:
-                raise ValueError(f"retrieval: {name} must be >= 0 (0 = the whole split), got {size}")
         self.max_len = max_length
-        self.sizes = {"train": train_size, "val": val_size, "test": test_size}
+        self.sizes = split_sizes("retrieval", train_size, val_size, test_size)
         self._sources: dict[str, PairExamples] = {}
 
     @property
