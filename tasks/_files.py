@@ -14,7 +14,8 @@ written once here so that they behave alike:
   temporaries of a process that was killed.
 * ``.npz`` caches: arrays stored with the key they were made from (a source file's size and
   mtime, a format version); a cache whose key differs, or that cannot be read, is ignored, and one
-  that cannot be written (a read-only folder) is skipped.
+  that cannot be written (a read-only folder) is skipped. ``parsed_tsv`` is the one path by which
+  ListOps and Retrieval parse a TSV file once and read the arrays afterwards.
 * ``format_duration`` for the "about N min" line printed before a long generation.
 """
 
@@ -33,9 +34,11 @@ from typing import Any
 
 import numpy as np
 
+from tasks import DataError
+
 __all__ = ["TSV_CACHE_VERSION", "default_workers", "format_duration", "load_arrays",
-           "ordered_map", "remove_stale_temps", "replacing", "save_arrays", "temp_path",
-           "tsv_cache_key", "write_atomic"]
+           "ordered_map", "parsed_tsv", "remove_stale_temps", "replacing", "save_arrays",
+           "temp_path", "write_atomic"]
 
 # ----------------------------------------------------------------------------------------------
 # Processes
@@ -140,16 +143,6 @@ def remove_stale_temps(folder: Path, names: str) -> None:
 # ----------------------------------------------------------------------------------------------
 # .npz caches
 
-TSV_CACHE_VERSION = 1  # bump when the arrays cached for a parsed TSV change meaning
-
-
-def tsv_cache_key(stat: os.stat_result) -> dict[str, np.ndarray]:
-    """The key of the arrays parsed from a TSV file (ListOps, Retrieval): valid while the file's
-    size and modification time are unchanged."""
-    return {"version": np.int64(TSV_CACHE_VERSION), "tsv_size": np.int64(stat.st_size),
-            "tsv_mtime_ns": np.int64(stat.st_mtime_ns)}
-
-
 def load_arrays(cache: Path, key: Mapping[str, Any], names: Sequence[str]) -> tuple | None:
     """The arrays ``names`` stored in ``cache`` if every entry of ``key`` matches, else None."""
     try:
@@ -171,6 +164,32 @@ def save_arrays(cache: Path, key: Mapping[str, Any], arrays: Mapping[str, Any]) 
         return True
     except OSError:
         return False
+
+
+TSV_CACHE_VERSION = 1  # bump when the arrays cached for a parsed TSV change meaning
+_TSV_ARRAYS = ("tokens", "offsets", "targets")
+
+
+def parsed_tsv(path: Path, caches: Sequence[Path], parse: Callable[[], tuple], *,
+               cache: bool = True) -> tuple:
+    """(tokens, offsets, targets) that ``parse()`` makes of the TSV file ``path`` (ListOps,
+    Retrieval), through ``.npz`` caches valid while the file's size and mtime are unchanged: from
+    the first of ``caches`` that holds them, else parsed and stored in the first of ``caches``
+    that can take them. ``cache=False``: parsed, nothing stored. A missing file is a DataError."""
+    try:
+        stat = path.stat()
+    except FileNotFoundError:
+        raise DataError(f"{path}: file not found") from None
+    key = {"version": np.int64(TSV_CACHE_VERSION), "tsv_size": np.int64(stat.st_size),
+           "tsv_mtime_ns": np.int64(stat.st_mtime_ns)}
+    for candidate in caches if cache else ():
+        if (arrays := load_arrays(candidate, key, _TSV_ARRAYS)) is not None:
+            return arrays
+    arrays = parse()
+    for candidate in caches if cache else ():
+        if save_arrays(candidate, key, dict(zip(_TSV_ARRAYS, arrays))):
+            break
+    return arrays
 
 
 # ----------------------------------------------------------------------------------------------

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from tasks import DataError, Provenance, Task, data_options, example_index, register, relative
-from tasks._files import format_duration, load_arrays, save_arrays, tsv_cache_key
+from tasks._files import format_duration, parsed_tsv
 from tasks._listops_gen import (
     GENERATOR_VERSION,
     OPERATORS,
@@ -44,7 +44,6 @@ __all__ = ["OPERATORS", "VOCAB", "ListOpsTask", "evaluate", "generate", "read_sp
 
 PAD_ID = 0
 VOCAB_SIZE = len(VOCAB) + 1  # 16
-_CACHE_ARRAYS = ("tokens", "offsets", "targets")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -118,17 +117,8 @@ def read_split(path: str | os.PathLike, max_len: int | None = None,
     ``max_len``: pad/limit length; a longer example is an error (default: the longest example).
     """
     path = Path(path)
-    try:
-        stat = path.stat()
-    except FileNotFoundError:
-        raise DataError(f"{path}: file not found") from None
-    key = tsv_cache_key(stat)
-    arrays = load_arrays(_cache_path(path), key, _CACHE_ARRAYS) if cache else None
-    if arrays is None:
-        arrays = _parse_tsv(path)
-        if cache:
-            save_arrays(_cache_path(path), key, dict(zip(_CACHE_ARRAYS, arrays)))
-    tokens, offsets, targets = arrays
+    tokens, offsets, targets = parsed_tsv(path, [_cache_path(path)], lambda: _parse_tsv(path),
+                                          cache=cache)
     lengths = np.diff(offsets)
     if max_len is None:
         max_len = int(lengths.max(initial=1))

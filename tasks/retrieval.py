@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 
 from tasks import DataError, Provenance, Task, example_index, register, relative, split_sizes
-from tasks._files import load_arrays, save_arrays, tsv_cache_key
+from tasks._files import parsed_tsv
 
 __all__ = ["FILES", "PairExamples", "RetrievalTask", "find_directory", "read_split"]
 
@@ -46,7 +46,6 @@ DIRECTORIES = ("retrieval", "tsv_data", "lra_release/tsv_data", "lra_release/lra
 RAW_CUT = 10_000  # LRA read at most this many bytes of a document
 VOCAB_SIZE = 257
 _FIELDS = 5
-_CACHE_ARRAYS = ("tokens", "offsets", "targets")  # the names in the .npz cache
 
 
 def find_directory(data_dir: Path) -> Path | None:
@@ -116,23 +115,9 @@ def read_split(path: str | os.PathLike, max_len: int = 4000, *, cache: bool = Tr
     10000)`` bytes). Arrays are cached (see the module docstring); ``cache_dir`` is the fallback
     folder for the cache when the file's own folder is read-only."""
     path = Path(path)
-    try:
-        stat = path.stat()
-    except FileNotFoundError:
-        raise DataError(f"{path}: file not found") from None
     cut = min(max_len, RAW_CUT)
-    caches = _cache_paths(path, cut, cache_dir)
-    key = tsv_cache_key(stat)
-    arrays = None
-    if cache:
-        arrays = next((a for a in (load_arrays(c, key, _CACHE_ARRAYS) for c in caches)
-                       if a is not None), None)
-    if arrays is None:
-        arrays = _parse_tsv(path, cut, progress)
-        if cache:
-            for c in caches:  # next to the file, else the fallback folder
-                if save_arrays(c, key, dict(zip(_CACHE_ARRAYS, arrays))):
-                    break
+    caches = _cache_paths(path, cut, cache_dir)  # next to the file, else the fallback folder
+    arrays = parsed_tsv(path, caches, lambda: _parse_tsv(path, cut, progress), cache=cache)
     return PairExamples(*arrays, max_len)
 
 
