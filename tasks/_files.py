@@ -143,6 +143,7 @@ def remove_stale_temps(folder: Path, names: str) -> None:
 # ----------------------------------------------------------------------------------------------
 # .npz caches
 
+
 def load_arrays(cache: Path, key: Mapping[str, Any], names: Sequence[str]) -> tuple | None:
     """The arrays ``names`` stored in ``cache`` if every entry of ``key`` matches, else None."""
     try:
