@@ -42,8 +42,10 @@ __all__ = [
     "available",
     "build",
     "check_examples",
+    "example_index",
     "family",
     "register",
+    "split_sizes",
 ]
 
 # The fewest examples a split may have: an evaluation over nothing measures nothing.
@@ -103,6 +105,25 @@ def check_examples(provenance: Provenance, counts: dict[str, int], data_dir: Pat
             raise DataError(f"{where}: the {split} split has {n} example{'s' * (n != 1)}; {asked}. "
                             f"Complete or delete the data (it is regenerated where it can be), "
                             f"or ask for fewer examples")
+
+
+def split_sizes(task: str, train_size: int, val_size: int, test_size: int) -> dict[str, int]:
+    """The ``*_size`` data options as {split: size}: use the first N examples, 0 = the whole
+    split; a negative size is a ValueError naming the task and the option."""
+    sizes = {"train": train_size, "val": val_size, "test": test_size}
+    for split, size in sizes.items():
+        if size < 0:
+            raise ValueError(f"{task}: {split}_size must be >= 0 (0 = the whole split), got {size}")
+    return sizes
+
+
+def example_index(i: int, n: int) -> int:
+    """Example ``i`` of ``n`` as a position in [0, n), counting from the end when negative (like a
+    list); IndexError outside."""
+    i = int(i)
+    if not -n <= i < n:
+        raise IndexError(f"example {i} out of range for {n} examples")
+    return i % n
 
 
 class Task:

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from tasks import Task, register
+from tasks import Task, example_index, register, split_sizes
 from tasks._tfds import TfdsDataset, first
 
 __all__ = ["CIFAR10", "ImageTask", "PixelExamples", "grayscale"]
@@ -65,13 +65,11 @@ class PixelExamples(Sequence):
         return self.size
 
     def __getitem__(self, i: int) -> dict[str, np.ndarray]:
-        i = int(i)
-        if not -self.size <= i < self.size:
-            raise IndexError(f"example {i} out of range for {self.size} examples")
-        record = self.records[self.start + i % self.size]
+        i = example_index(i, self.size)
+        record = self.records[self.start + i]
         image = np.asarray(record["image"])
         if image.shape != (SIDE, SIDE, 3) or image.dtype != np.uint8:
-            raise ValueError(f"image: record {self.start + i % self.size} is {image.dtype}"
+            raise ValueError(f"image: record {self.start + i} is {image.dtype}"
                              f"{list(image.shape)}, expected uint8[{SIDE}, {SIDE}, 3]")
         inputs = grayscale(image).reshape(-1).astype(np.int32) + 1
         return {"inputs": inputs, "mask": np.ones(SIDE * SIDE, bool),
@@ -95,11 +93,7 @@ class ImageTask(Task):
     def __init__(self, data_dir: Path, *, train_size: int = 0, val_size: int = 0,
                  test_size: int = 0):
         super().__init__(data_dir)
-        for name, size in (("train_size", train_size), ("val_size", val_size),
-                           ("test_size", test_size)):
-            if size < 0:
-                raise ValueError(f"image: {name} must be >= 0 (0 = the whole split), got {size}")
-        self.sizes = {"train": train_size, "val": val_size, "test": test_size}
+        self.sizes = split_sizes("image", train_size, val_size, test_size)
         self._records: dict[str, Sequence] = {}
 
     def prepare(self) -> None:

@@ -1,32 +1,10 @@
-"""ListOps (LRA variant): the faithful generator, the TSV reader and the task.
+"""ListOps (LRA variant): the TSV reader and the task; the generator is ``tasks._listops_gen``.
 
 A ListOps example is a nested list of operations over digits, e.g. ``[MAX 2 9 [MIN 4 7 ] 0 ]`` = 9;
 the model reads the whole expression and predicts its value (10 classes). LRA uses sequences of
-500 to 2000 tokens.
-
-Generator (google-research/long-range-arena ``data/listops.py``, reproduced in distribution; the
-original draws from an unseeded ``random`` and orders its output by set hashing, so it cannot be
-reproduced bit for bit):
-
-* ``gen(d)``: below ``max_depth`` draw r ~ U[0, 1), at ``max_depth`` r = 1. If r > 0.25 the node is
-  a leaf, a digit ~ U{0..9}, counted length 1. Otherwise it is an operator over k ~ U{2..max_args}
-  children ``gen(d + 1)``, the operator uniform over MIN, MAX, MED, SM; counted length 2 (operator
-  and ``]``) + the children's lengths. The root is ``gen(1)``.
-* A tree is kept iff ``min_length < length < max_length`` (strict). Trees are rejected as soon as
-  their partial length reaches ``max_length``; this changes only how fast we sample, not the
-  distribution of kept trees. Duplicates are removed.
-* Value: MIN, MAX, SM = sum mod 10, MED = ``int(np.median(args))`` (an even count averages the two
-  middle values and truncates: ``[MED 3 4 ]`` = 3).
-* Serialisation (the original's quirk): a node over a1..ak is the left-nested pairs
-  ``(((OP, a1), a2), ..., ak), ]`` and a pair prints as ``( left right )``, so
-  ``[MAX 2 9 ]`` -> ``( ( ( [MAX 2 ) 9 ) ] )``.
-* Files ``basic_{train,val,test}.tsv``: header ``Source<TAB>Target``, Python's csv writer with a tab
-  delimiter (CRLF line ends).
-
-Determinism: trees are drawn in fixed shards of ``_SHARD_SIZE`` kept trees, shard ``s`` from its own
-stream ``SeedSequence(seed, spawn_key=(0, s))``; shards are merged in order (first occurrence of a
-duplicate wins) until enough, then shuffled by ``SeedSequence(seed, spawn_key=(1,))`` and split into
-train, val, test. The files depend on the seed and the options only, never on the worker count.
+500 to 2000 tokens. The files are ``basic_{train,val,test}.tsv`` (header ``Source<TAB>Target``),
+the official ones or those our generator writes (its docstring gives the distribution, the
+serialisation and how a seed maps to files).
 
 Tokenisation: the parentheses are dropped, every other whitespace token is one id from the fixed
 table ``VOCAB`` (0 = pad, ``[MIN [MAX [MED [SM ]``, digits), so ``vocab_size`` = 16 and an unknown
@@ -37,392 +15,35 @@ The original LRA pipeline instead built its id table from a Python set over vali
 
 from __future__ import annotations
 
-import concurrent.futures
 import csv
-import math
-import multiprocessing
 import os
-import random
 import sys
-import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from tasks import DataError, Provenance, Task, _tsv_cache, data_options, register, relative
+from tasks import DataError, Provenance, Task, data_options, example_index, register, relative
+from tasks._files import format_duration, parsed_tsv
+from tasks._listops_gen import (
+    GENERATOR_VERSION,
+    OPERATORS,
+    SPLITS,
+    VOCAB,
+    check_options,
+    estimate_seconds,
+    evaluate,
+    generate,
+    sampling_workers,
+    serialize,
+    split_files,
+)
 
 __all__ = ["OPERATORS", "VOCAB", "ListOpsTask", "evaluate", "generate", "read_split", "serialize"]
 
-OPERATORS = ("[MIN", "[MAX", "[MED", "[SM")
-END = "]"
-# The fixed id table: 0 = pad, then the operators, the closing bracket and the digits 0-9.
-VOCAB: dict[str, int] = {tok: i + 1 for i, tok in enumerate((*OPERATORS, END, *"0123456789"))}
 PAD_ID = 0
 VOCAB_SIZE = len(VOCAB) + 1  # 16
-_MIN, _MAX, _MED, _SM = (VOCAB[op] for op in OPERATORS)
-_END = VOCAB[END]
-_DIGIT0 = VOCAB["0"]
-_ID_TO_TOKEN = {i: tok for tok, i in VOCAB.items()}
-
-GENERATOR_VERSION = 1  # recorded with generated data; bump when the seed -> files mapping changes
-VALUE_P = 0.25  # a node with r > VALUE_P is a leaf (so an operator with probability 0.25)
-SPLITS = ("train", "val", "test")
-_SHARD_SIZE = 256  # kept trees per shard; part of the seed -> data mapping, do not change lightly
-_MAX_ATTEMPTS_PER_KEPT = 1000  # a shard whose acceptance rate falls below 0.1% is an error
-_STALL_SHARDS = 20  # this many shards in a row without a new distinct tree is an error
-
-# Sampler codes: a leaf or ``]`` is its vocabulary id (< 16); an operator is ``id | arity << 4``,
-# so that serialisation knows how many "(" open it.
-_ARITY_SHIFT = 4
-
-
-# ----------------------------------------------------------------------------------------------
-# Sampling, serialisation, evaluation
-
-
-def _sample_codes(rand, max_depth: int, max_args: int, max_length: int) -> list[int] | None:
-    """One tree in preorder sampler codes, or None if its counted length reaches max_length.
-
-    Sampling stops as soon as the partial length reaches ``max_length``; rejecting those trees
-    early changes only the speed, not the distribution of the trees kept.
-    """
-    codes: list[int] = []
-    emit = codes.append
-    open_children: list[int] = []  # children still to draw, per open operator (depth = len + 1)
-    length = 0
-    span = max_args - 1
-    while True:
-        if len(open_children) + 1 < max_depth and rand() <= VALUE_P:
-            # The original draws the operator after the children; it is independent of them.
-            k = 2 + int(rand() * span)
-            emit((_MIN + int(rand() * 4)) | (k << _ARITY_SHIFT))  # ids _MIN.._SM
-            open_children.append(k)
-            length += 2
-        else:
-            emit(_DIGIT0 + int(rand() * 10))
-            length += 1
-            while open_children:
-                open_children[-1] -= 1
-                if open_children[-1]:
-                    break
-                open_children.pop()
-                emit(_END)
-            else:
-                return codes if length < max_length else None
-        if length >= max_length:
-            return None
-
-
-def _apply(op: int, args: list[int]) -> int:
-    if op == _MIN:
-        return min(args)
-    if op == _MAX:
-        return max(args)
-    if op == _SM:
-        return sum(args) % 10
-    args = sorted(args)
-    mid = len(args) // 2
-    # int(np.median(...)): the mean of the two middle values, truncated (all values are >= 0).
-    return args[mid] if len(args) % 2 else (args[mid - 1] + args[mid]) // 2
-
-
-class _Pieces(dict):
-    """Sampler code -> its text inside a tree: ``d )`` for a digit (it closes the pair it is the
-    right half of), ``] ) )`` for a ``]`` (its own pair, then its node's), ``( ( ( [OP`` for an
-    operator over k arguments (k + 1 pairs open)."""
-
-    def __missing__(self, code: int) -> str:
-        arity, op = code >> _ARITY_SHIFT, code & ((1 << _ARITY_SHIFT) - 1)
-        if arity < 1 or not _MIN <= op <= _SM:
-            raise KeyError(code)
-        piece = self[code] = "( " * (arity + 1) + _ID_TO_TOKEN[op]
-        return piece
-
-
-_PIECES = _Pieces({_END: "] ) )", **{_DIGIT0 + d: f"{d} )" for d in range(10)}})
-
-
-def _codes_to_string(codes: list[int]) -> str:
-    """Preorder sampler codes -> the original's parenthesised string."""
-    if len(codes) == 1:
-        return str(codes[0] - _DIGIT0)  # a lone digit
-    # The root's "]" closes only its own pair.
-    return " ".join(map(_PIECES.__getitem__, codes[:-1])) + " ] )"
-
-
-def _evaluate_codes(codes: list[int]) -> int:
-    """Preorder sampler codes -> the tree's value."""
-    values: list[int] = []
-    push = values.append
-    frames: list[tuple[int, int]] = []  # (operator id, where its arguments start in values)
-    for code in codes:
-        if code > 15:
-            frames.append((code & 15, len(values)))
-        elif code == _END:
-            op, start = frames.pop()
-            args = values[start:]
-            del values[start:]
-            push(_apply(op, args))
-        else:
-            push(code - _DIGIT0)
-    return values[0]
-
-
-def _serialize_codes(codes: list[int]) -> tuple[str, int]:
-    return _codes_to_string(codes), _evaluate_codes(codes)
-
-
-def _tree_codes(tree: Any) -> list[int]:
-    if isinstance(tree, int | np.integer):
-        if not 0 <= tree <= 9:
-            raise ValueError(f"a leaf must be a digit 0-9, got {tree}")
-        return [_DIGIT0 + int(tree)]
-    op, args = tree
-    op = op if op.startswith("[") else "[" + op
-    if op not in OPERATORS or len(args) < 1:
-        raise ValueError(f"not a ListOps node: {tree!r}")
-    codes = [VOCAB[op] | (len(args) << _ARITY_SHIFT)]
-    for arg in args:
-        codes += _tree_codes(arg)
-    return [*codes, _END]
-
-
-def serialize(tree: Any) -> str:
-    """A tree -> the original's string. A tree is a digit or ``(op, [args])``, op e.g. ``"MAX"``.
-
-    >>> serialize(("MAX", [2, 9]))
-    '( ( ( [MAX 2 ) 9 ) ] )'
-    """
-    return _serialize_codes(_tree_codes(tree))[0]
-
-
-def evaluate(tree: Any) -> int:
-    """The value of a tree (same form as for ``serialize``)."""
-    return _serialize_codes(_tree_codes(tree))[1]
-
-
-def _shard_seed(seed: int, shard: int) -> int:
-    state = np.random.SeedSequence(seed, spawn_key=(0, shard)).generate_state(4, np.uint32)
-    return int.from_bytes(state.astype("<u4").tobytes(), "little")
-
-
-def _sample_shard(seed: int, shard: int, min_length: int, max_length: int, max_depth: int,
-                  max_args: int, size: int = _SHARD_SIZE) -> list[tuple[str, int]]:
-    """``size`` kept trees of shard ``shard`` as (source, target); a pure function of its inputs."""
-    rand = random.Random(_shard_seed(seed, shard)).random
-    kept: list[tuple[str, int]] = []
-    budget = _MAX_ATTEMPTS_PER_KEPT * size + 10_000
-    for _ in range(budget):
-        codes = _sample_codes(rand, max_depth, max_args, max_length)
-        if codes is not None and min_length < len(codes) < max_length:
-            kept.append(_serialize_codes(codes))
-            if len(kept) == size:
-                return kept
-    raise DataError(
-        f"ListOps: fewer than {size} of {budget} sampled trees have {min_length} < length < "
-        f"{max_length} (max_depth {max_depth}, max_args {max_args}); widen the length window")
-
-
-# ----------------------------------------------------------------------------------------------
-# Generation
-
-
-def _max_tree_length(max_depth: int, max_args: int) -> int:
-    length = 1
-    for _ in range(max_depth - 1):
-        length = 2 + max_args * length
-    return length
-
-
-def _check_options(min_length: int, max_length: int, max_depth: int, max_args: int) -> None:
-    if max_depth < 1 or max_args < 2:
-        raise ValueError(f"ListOps needs max_depth >= 1 and max_args >= 2, got "
-                         f"max_depth {max_depth}, max_args {max_args}")
-    if min_length < 0 or max_length <= min_length + 1:
-        raise ValueError(f"ListOps keeps min_length < length < max_length (strict); "
-                         f"got min_length {min_length}, max_length {max_length}")
-    longest = _max_tree_length(max_depth, max_args)
-    if longest <= min_length:
-        raise ValueError(f"ListOps trees with max_depth {max_depth} and max_args {max_args} are "
-                         f"at most {longest} long, not more than min_length {min_length}")
-
-
-def _default_workers() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
-
-
-def _die_with_parent(parent: int) -> None:
-    """Worker initializer: end this worker when the process that started it dies, even by
-    ``kill -9`` (Linux: the kernel sends SIGKILL; elsewhere a worker outlives a killed parent)."""
-    if sys.platform.startswith("linux"):
-        import ctypes
-        import signal
-
-        pr_set_pdeathsig = 1
-        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
-    if os.getppid() != parent:  # the parent died before the prctl took effect
-        os._exit(1)
-
-
-def _remove_stale_temps(out: Path) -> None:
-    """Delete temporary files left by a generation whose process was killed (its pid is gone)."""
-    for temp in out.glob(".basic_*.tsv.*.tmp"):
-        try:
-            pid = int(temp.name.split(".")[-2])
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            temp.unlink(missing_ok=True)
-        except (ValueError, PermissionError):  # not ours, or another user's live process
-            continue
-
-
-def _shard_results(workers: int, args: tuple) -> Iterator[list[tuple[str, int]]]:
-    """Shard 0, 1, 2, ... in order, computed by ``workers`` processes (in this one if 1)."""
-    if workers <= 1:
-        shard = 0
-        while True:
-            yield _sample_shard(args[0], shard, *args[1:])
-            shard += 1
-    # spawn: safe in a process that already runs threads (JAX, tqdm), and the same on every OS.
-    context = multiprocessing.get_context("spawn")
-    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context,
-                                                initializer=_die_with_parent,
-                                                initargs=(os.getpid(),)) as pool:
-        pending: list[concurrent.futures.Future] = []
-        next_shard = 0
-        try:
-            while True:
-                while len(pending) < 2 * workers:  # a bounded window: an endless stream of shards
-                    pending.append(pool.submit(_sample_shard, args[0], next_shard, *args[1:]))
-                    next_shard += 1
-                yield pending.pop(0).result()
-        finally:
-            for future in pending:
-                future.cancel()
-
-
-def _sample_distinct(n: int, *, seed: int, workers: int, min_length: int, max_length: int,
-                     max_depth: int, max_args: int, progress: bool) -> list[tuple[str, int]]:
-    from tqdm import tqdm
-
-    examples: list[tuple[str, int]] = []
-    seen: set[str] = set()
-    stalled = 0
-    args = (seed, min_length, max_length, max_depth, max_args)
-    with tqdm(total=n, desc="ListOps trees", unit="tree", file=sys.stderr, disable=not progress,
-              smoothing=0.1) as bar:
-        shards = _shard_results(workers, args)
-        try:
-            for shard in shards:
-                before = len(examples)
-                for source, target in shard:
-                    if source not in seen:
-                        seen.add(source)
-                        examples.append((source, target))
-                        if len(examples) == n:
-                            break
-                bar.update(len(examples) - before)
-                if len(examples) == n:
-                    return examples
-                stalled = stalled + 1 if len(examples) == before else 0
-                if stalled == _STALL_SHARDS:
-                    raise DataError(
-                        f"ListOps: only {len(examples)} distinct trees with {min_length} < length "
-                        f"< {max_length} found, {n} wanted; widen the length window or ask for "
-                        f"fewer examples")
-        finally:
-            shards.close()
-    return examples
-
-
-def _write_tsv(path: Path, rows: Sequence[tuple[str, int]]) -> None:
-    with open(path, "w", newline="", encoding="utf-8") as f:
-        writer = csv.writer(f, delimiter="\t")  # the original's writer: CRLF line ends
-        writer.writerow(["Source", "Target"])
-        writer.writerows(rows)
-        f.flush()
-        os.fsync(f.fileno())
-
-
-def split_files(directory: Path) -> dict[str, Path]:
-    return {split: Path(directory) / f"basic_{split}.tsv" for split in SPLITS}
-
-
-def generate(out_dir: str | os.PathLike, *, train: int = 96_000, val: int = 2_000,
-             test: int = 2_000, seed: int = 0, workers: int | None = None,
-             min_length: int = 500, max_length: int = 2000, max_depth: int = 10,
-             max_args: int = 10, progress: bool = True) -> dict[str, Path]:
-    """Write ``out_dir/basic_{train,val,test}.tsv``; the same files for a seed on any ``workers``.
-
-    ``workers``: processes that sample (default: the usable CPUs; 1 = in this process). They are
-    started with "spawn", so a script calling this with workers > 1 needs the usual
-    ``if __name__ == "__main__":`` guard. Each file appears complete or not at all (written to a
-    temporary name, then renamed). Returns {split: path}.
-    """
-    _check_options(min_length, max_length, max_depth, max_args)
-    sizes = {"train": train, "val": val, "test": test}
-    if min(sizes.values()) < 0:
-        raise ValueError(f"split sizes must be >= 0, got {sizes}")
-    n = sum(sizes.values())
-    workers = max(1, min(workers or _default_workers(), math.ceil(n / _SHARD_SIZE)))
-    examples = _sample_distinct(n, seed=seed, workers=workers, min_length=min_length,
-                                max_length=max_length, max_depth=max_depth, max_args=max_args,
-                                progress=progress)
-    order = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(1,))).permutation(n)
-    examples = [examples[i] for i in order]
-
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    _remove_stale_temps(out)
-    paths = split_files(out)
-    temps = {split: path.with_name(f".{path.name}.{os.getpid()}.tmp") for split, path in
-             paths.items()}
-    try:
-        start = 0
-        for split in SPLITS:
-            _write_tsv(temps[split], examples[start:start + sizes[split]])
-            start += sizes[split]
-        for split in SPLITS:
-            os.replace(temps[split], paths[split])
-    finally:
-        for temp in temps.values():
-            temp.unlink(missing_ok=True)
-    return paths
-
-
-def estimate_seconds(n: int, *, workers: int, min_length: int = 500, max_length: int = 2000,
-                     max_depth: int = 10, max_args: int = 10,
-                     budget_s: float = 0.3) -> float | None:
-    """Rough generation time for ``n`` examples, from sampling for about ``budget_s`` here."""
-    rand = random.Random(12345).random
-    kept = 0
-    start = time.perf_counter()
-    while (elapsed := time.perf_counter() - start) < budget_s:
-        for _ in range(50):
-            codes = _sample_codes(rand, max_depth, max_args, max_length)
-            if codes is not None and min_length < len(codes) < max_length:
-                _serialize_codes(codes)
-                kept += 1
-    if kept == 0:
-        return None
-    per_worker = kept / elapsed
-    # + spawning workers and writing ~7 kB per example.
-    return 2.0 + n / (per_worker * workers * 0.9) + n * 2e-5
-
-
-def _format_duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "unknown time; few trees fall in the length window"
-    if seconds < 90:
-        return f"{max(1, round(seconds))} s"
-    if seconds < 5400:
-        return f"{round(seconds / 60)} min"
-    return f"{seconds / 3600:.1f} h"
 
 
 # ----------------------------------------------------------------------------------------------
@@ -496,16 +117,8 @@ def read_split(path: str | os.PathLike, max_len: int | None = None,
     ``max_len``: pad/limit length; a longer example is an error (default: the longest example).
     """
     path = Path(path)
-    try:
-        stat = path.stat()
-    except FileNotFoundError:
-        raise DataError(f"{path}: file not found") from None
-    arrays = _tsv_cache.load(_cache_path(path), stat) if cache else None
-    if arrays is None:
-        arrays = _parse_tsv(path)
-        if cache:
-            _tsv_cache.save(_cache_path(path), stat, arrays)
-    tokens, offsets, targets = arrays
+    tokens, offsets, targets = parsed_tsv(path, [_cache_path(path)], lambda: _parse_tsv(path),
+                                          cache=cache)
     lengths = np.diff(offsets)
     if max_len is None:
         max_len = int(lengths.max(initial=1))
@@ -533,11 +146,7 @@ class ListOpsExamples(Sequence):
         return np.diff(self.offsets)
 
     def __getitem__(self, i: int) -> dict[str, np.ndarray]:
-        n = len(self.targets)
-        i = int(i)
-        if not -n <= i < n:
-            raise IndexError(f"example {i} out of range for {n} examples")
-        i %= n
+        i = example_index(i, len(self.targets))
         start, stop = int(self.offsets[i]), int(self.offsets[i + 1])
         inputs = np.zeros(self.max_len, np.int32)
         inputs[:stop - start] = self.tokens[start:stop]
@@ -576,7 +185,7 @@ class ListOpsTask(Task):
                  max_depth: int = 10, max_args: int = 10, train_size: int = 96_000,
                  val_size: int = 2_000, test_size: int = 2_000, seed: int = 0):
         super().__init__(data_dir)
-        _check_options(min_length, max_length, max_depth, max_args)
+        check_options(min_length, max_length, max_depth, max_args)
         for name, size in (("train_size", train_size), ("val_size", val_size),
                            ("test_size", test_size)):
             if size < 1:
@@ -641,9 +250,11 @@ class ListOpsTask(Task):
             return
         o = self.options
         n = o["train_size"] + o["val_size"] + o["test_size"]
-        workers = max(1, min(_default_workers(), math.ceil(n / _SHARD_SIZE)))
+        workers = sampling_workers(n)
         gen = {key: o[key] for key in ("min_length", "max_length", "max_depth", "max_args")}
-        estimate = _format_duration(estimate_seconds(n, workers=workers, **gen))
+        seconds = estimate_seconds(n, workers=workers, **gen)
+        estimate = ("unknown time; few trees fall in the length window" if seconds is None
+                    else format_duration(seconds))
         print(f"ListOps data not found in {directory}; generating {n} examples with seed "
               f"{o['seed']} (about {estimate}) ...", file=sys.stderr, flush=True)
         generate(directory, train=o["train_size"], val=o["val_size"], test=o["test_size"],

@@ -35,7 +35,8 @@ from pathlib import Path
 
 import numpy as np
 
-from tasks import DataError, Provenance, Task, _tsv_cache, register, relative
+from tasks import DataError, Provenance, Task, example_index, register, relative, split_sizes
+from tasks._files import parsed_tsv
 
 __all__ = ["FILES", "PairExamples", "RetrievalTask", "find_directory", "read_split"]
 
@@ -114,21 +115,9 @@ def read_split(path: str | os.PathLike, max_len: int = 4000, *, cache: bool = Tr
     10000)`` bytes). Arrays are cached (see the module docstring); ``cache_dir`` is the fallback
     folder for the cache when the file's own folder is read-only."""
     path = Path(path)
-    try:
-        stat = path.stat()
-    except FileNotFoundError:
-        raise DataError(f"{path}: file not found") from None
     cut = min(max_len, RAW_CUT)
-    caches = _cache_paths(path, cut, cache_dir)
-    arrays = None
-    if cache:
-        arrays = next((a for a in (_tsv_cache.load(c, stat) for c in caches) if a is not None), None)
-    if arrays is None:
-        arrays = _parse_tsv(path, cut, progress)
-        if cache:
-            for c in caches:  # next to the file, else the fallback folder
-                if _tsv_cache.save(c, stat, arrays):
-                    break
+    caches = _cache_paths(path, cut, cache_dir)  # next to the file, else the fallback folder
+    arrays = parsed_tsv(path, caches, lambda: _parse_tsv(path, cut, progress), cache=cache)
     return PairExamples(*arrays, max_len)
 
 
@@ -159,10 +148,7 @@ class PairExamples(Sequence):
         return inputs, mask
 
     def __getitem__(self, i: int) -> dict[str, np.ndarray]:
-        i = int(i)
-        if not -self.size <= i < self.size:
-            raise IndexError(f"example {i} out of range for {self.size} examples")
-        i %= self.size
+        i = example_index(i, self.size)
         inputs, mask = self._document(2 * i)
         inputs2, mask2 = self._document(2 * i + 1)
         return {"inputs": inputs, "mask": mask, "inputs2": inputs2, "mask2": mask2,
@@ -187,12 +173,8 @@ class RetrievalTask(Task):
         super().__init__(data_dir)
         if max_length < 1:
             raise ValueError(f"retrieval: max_length must be >= 1, got {max_length}")
-        for name, size in (("train_size", train_size), ("val_size", val_size),
-                           ("test_size", test_size)):
-            if size < 0:
-                raise ValueError(f"retrieval: {name} must be >= 0 (0 = the whole split), got {size}")
         self.max_len = max_length
-        self.sizes = {"train": train_size, "val": val_size, "test": test_size}
+        self.sizes = split_sizes("retrieval", train_size, val_size, test_size)
         self._sources: dict[str, PairExamples] = {}
 
     @property

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from tasks import Task, register
+from tasks import Task, example_index, register, split_sizes
 from tasks._tfds import TfdsDataset, first
 
 __all__ = ["IMDB", "ByteExamples", "TextTask", "encode"]
@@ -61,10 +61,7 @@ class ByteExamples(Sequence):
         return self.size
 
     def __getitem__(self, i: int) -> dict[str, np.ndarray]:
-        i = int(i)
-        if not -self.size <= i < self.size:
-            raise IndexError(f"example {i} out of range for {self.size} examples")
-        record = self.records[i % self.size]
+        record = self.records[example_index(i, self.size)]
         inputs, mask = encode(record["text"], self.max_len)
         return {"inputs": inputs, "mask": mask, "targets": np.array(record["label"], np.int32)}
 
@@ -88,12 +85,8 @@ class TextTask(Task):
         super().__init__(data_dir)
         if max_length < 1:
             raise ValueError(f"text: max_length must be >= 1, got {max_length}")
-        for name, size in (("train_size", train_size), ("val_size", val_size),
-                           ("test_size", test_size)):
-            if size < 0:
-                raise ValueError(f"text: {name} must be >= 0 (0 = the whole split), got {size}")
         self.max_len = max_length
-        self.sizes = {"train": train_size, "val": val_size, "test": test_size}
+        self.sizes = split_sizes("text", train_size, val_size, test_size)
         self._records: dict[str, Sequence] = {}
 
     def prepare(self) -> None:

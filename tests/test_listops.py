@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import tasks
-from tasks import listops
+from tasks import _listops_gen, listops
 
 SMALL = {"min_length": 3, "max_length": 30}  # fast; about 2.5% of the trees drawn are duplicates
 SMALL_SIZES = {"train": 700, "val": 150, "test": 150}  # 1000 trees: several shards
@@ -167,7 +167,7 @@ def test_labels_and_lengths_are_like_the_original(paper_length):
 
 def test_a_failed_write_leaves_no_file(tmp_path, monkeypatch):
     calls = []
-    real = listops._write_tsv
+    real = _listops_gen._write_tsv
 
     def failing(path, rows):
         calls.append(path)
@@ -175,7 +175,7 @@ def test_a_failed_write_leaves_no_file(tmp_path, monkeypatch):
             raise OSError("disk full")
         real(path, rows)
 
-    monkeypatch.setattr(listops, "_write_tsv", failing)
+    monkeypatch.setattr(_listops_gen, "_write_tsv", failing)
     with pytest.raises(OSError, match="disk full"):
         listops.generate(tmp_path, train=5, val=5, test=5, workers=1, progress=False, **SMALL)
     assert list(tmp_path.iterdir()) == []

@@ -23,7 +23,7 @@ from lra import config as config_lib
 from lra import data, sharding
 from lra.data_pipeline import TrainBatches
 from lra.train import create_train_state
-from tasks import _snakes, pathfinder
+from tasks import _pathfinder_gen, _pathfinder_read, _snakes, pathfinder
 
 HARD = "curv_contour_length_14"
 N_GENERATED = 20  # with batches of 8: imgs/0 and imgs/1 full, imgs/2 holds 4
@@ -38,8 +38,8 @@ def drawings() -> list[_snakes.Drawing]:
 def generate_small(out: Path, num_images: int = N_GENERATED, **kwargs) -> Path:
     """Generate with batches of 8 images and work units of 3 (several batches, several units)."""
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(pathfinder, "BATCH_SIZE", 8)
-        mp.setattr(pathfinder, "_CHUNK", {**pathfinder._CHUNK, 32: 3})
+        mp.setattr(_pathfinder_gen, "BATCH_SIZE", 8)
+        mp.setattr(_pathfinder_gen, "_CHUNK", {**_pathfinder_gen._CHUNK, 32: 3})
         return pathfinder.generate(out, num_images=num_images, progress=False, **kwargs)
 
 
@@ -318,8 +318,8 @@ def test_decoded_pixels_are_cached_and_follow_the_metadata(generated, tmp_path, 
     first = pathfinder.read_images(folder)
     assert sorted(p.name for p in (folder / "decoded").iterdir()) == ["0.npz", "1.npz", "2.npz"]
     decoded = []
-    real = pathfinder._decode_file
-    monkeypatch.setattr(pathfinder, "_decode_file", lambda *a: decoded.append(a[1].name) or real(*a))
+    real = _pathfinder_read._decode_file
+    monkeypatch.setattr(_pathfinder_read, "_decode_file", lambda *a: decoded.append(a[1].name) or real(*a))
     again = pathfinder.read_images(folder)
     assert decoded == [] and np.array_equal(again.pixels, first.pixels)
     meta = folder / "metadata" / "2.npy"
