@@ -1,4 +1,5 @@
-"""Helpers shared by several test files: CLI subprocess environments and tiny run arguments.
+"""Helpers shared by several test files: random inputs and padding masks for the attention tests,
+CLI subprocess environments and tiny run arguments.
 
 Train-state construction is not here: lra/train.py owns it. conftest.py sets XLA_FLAGS for the test
 process; ``cli_env`` passes the same flags on to a ``python -m lra...`` subprocess.
@@ -7,6 +8,32 @@ process; ``cli_env`` passes the same flags on to a ``python -m lra...`` subproce
 from __future__ import annotations
 
 import os
+
+import jax
+import numpy as np
+
+
+def length_mask(lengths, length: int) -> np.ndarray:
+    """bool[B, length], True at the first ``lengths[b]`` positions of row b (right padding)."""
+    return np.arange(length)[None, :] < np.asarray(lengths)[:, None]
+
+
+def random_qkv(shape: tuple[int, ...], seed: int = 0, n: int = 3) -> list[np.ndarray]:
+    """``n`` float32 arrays of ``shape`` (e.g. [B, L, H, Dh]) drawn N(0, 1) from ``n`` keys split
+    from ``jax.random.key(seed)``."""
+    return [np.asarray(jax.random.normal(k, shape)) for k in jax.random.split(jax.random.key(seed), n)]
+
+
+def padded_inputs(lengths, length: int, dim: int, *, seed: int = 0, pad_scale: float = 0.0):
+    """x float32[B, length, dim] with real tokens N(0, 1) and pads N(0, pad_scale^2) (non-zero pad
+    activations when ``pad_scale`` > 0), and mask bool[B, length] from ``lengths`` (int[B])."""
+    rng = np.random.default_rng(seed)
+    mask = length_mask(lengths, length)
+    shape = (len(lengths), length, dim)
+    x = rng.standard_normal(shape)
+    x = np.where(mask[..., None], x, pad_scale * rng.standard_normal(shape))
+    return x.astype(np.float32), mask
+
 
 # Tiny ListOps splits for end-to-end runs of the tiny preset (`--set` arguments).
 SMALL_LISTOPS = ["--set", "data.train_size=128", "--set", "data.val_size=32",

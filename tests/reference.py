@@ -36,13 +36,3 @@ def diagonal_recurrence(a, bu, *, reverse=False, last=None):
         out[t] = state
     return out
 
-
-def padded_inputs(lengths, length: int, dim: int, *, seed: int = 0, pad_scale: float = 0.0):
-    """x float32[B, length, dim] with real tokens N(0, 1) and pads N(0, pad_scale^2) (non-zero pad
-    activations when ``pad_scale`` > 0), and mask bool[B, length] from ``lengths`` (int[B])."""
-    rng = np.random.default_rng(seed)
-    mask = np.arange(length)[None, :] < np.asarray(lengths)[:, None]
-    shape = (len(lengths), length, dim)
-    x = rng.standard_normal(shape)
-    x = np.where(mask[..., None], x, pad_scale * rng.standard_normal(shape))
-    return x.astype(np.float32), mask
