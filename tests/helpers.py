@@ -1,5 +1,5 @@
-"""Helpers shared by several test files: random inputs and padding masks for the attention tests,
-CLI subprocess environments and tiny run arguments.
+"""Helpers shared by several test files: random inputs, padding masks and the module-level dense
+check for the attention tests, CLI subprocess environments and tiny run arguments.
 
 Train-state construction is not here: lra/train.py owns it. conftest.py sets XLA_FLAGS for the test
 process; ``cli_env`` passes the same flags on to a ``python -m lra...`` subprocess.
@@ -10,7 +10,10 @@ from __future__ import annotations
 import os
 
 import jax
+import jax.numpy as jnp
 import numpy as np
+from flax import nnx
+from reference import dense_reference
 
 
 def length_mask(lengths, length: int) -> np.ndarray:
@@ -33,6 +36,20 @@ def padded_inputs(lengths, length: int, dim: int, *, seed: int = 0, pad_scale: f
     x = rng.standard_normal(shape)
     x = np.where(mask[..., None], x, pad_scale * rng.standard_normal(shape))
     return x.astype(np.float32), mask
+
+
+def assert_module_matches_dense(module, x, mask, pattern) -> None:
+    """A family's output at real positions equals dense attention restricted to ``pattern``
+    (bool[L, L] or per head [H, L, L], True = may attend) and to real keys, computed from the
+    module's own q, k, v projections and merged by its own output projection."""
+    mask = np.asarray(mask)
+    pattern = np.asarray(pattern)
+    allowed = (pattern[None] if pattern.ndim == 3 else pattern[None, None]) & mask[:, None, None, :]
+    q, k, v = nnx.jit(lambda m, x: m.proj.qkv(x))(module, x)
+    o = jnp.asarray(dense_reference(q, k, v, allowed), jnp.float32)
+    ref = nnx.jit(lambda m, o: m.proj.merge(o))(module, o)
+    out = nnx.jit(lambda m, x, mask: m(x, mask))(module, x, jnp.asarray(mask))
+    np.testing.assert_allclose(np.asarray(out)[mask], np.asarray(ref)[mask], atol=2e-5, rtol=1e-4)
 
 
 # Tiny ListOps splits for end-to-end runs of the tiny preset (`--set` arguments).
