@@ -28,7 +28,11 @@ A family is one ``flax.nnx.Module`` class in its own file in this package, regis
   (e.g. ``{"block_size": 8}``) under which the shared contract tests, run at L=64, exercise the
   family's real structure instead of a degenerate one-block case. ``discrete_routing = True`` marks
   families whose routing is a discontinuous function of the input (LSH buckets): the bf16 contract
-  test then requires agreement at 95% of positions rather than all.
+  test then requires agreement at 95% of positions rather than all. ``attention_dropout = False``
+  declares that the family applies no attention dropout (it has no attention weights to drop, or its
+  paper drops none): its ``dropout`` argument is accepted and ignored. Every other family must
+  drop attention weights when ``deterministic=False`` and ``dropout > 0``; the contract test checks
+  both ways (train-mode outputs change with the rate, or provably do not for a declared family).
 * Families whose core is a function of per-head q, k, v expose that pure function too
   (e.g. ``softmax_kernel(q, k, v, mask=None, *, causal=False)``), with q, k, v float[B, L, H, Dh]
   (the layout of ``jax.nn.dot_product_attention``) and ``mask`` bool[B, L] over keys.

@@ -82,6 +82,7 @@ class CosFormerAttention(nnx.Module):
     paper = "Qin et al., ICLR 2022"
     complexity = "O(L d^2)"
     subquadratic = True
+    attention_dropout = False  # the attention weights are never materialised (as in the paper)
 
     def __init__(self, dim: int, num_heads: int, *, qkv_dim: int | None = None,
                  causal: bool = False, dropout: float = 0.0, rngs: nnx.Rngs,

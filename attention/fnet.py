@@ -48,6 +48,7 @@ class FNetMixing(nnx.Module):
     paper = "Lee-Thorp et al., NAACL 2022"
     complexity = "O(L d log(L d))"
     subquadratic = True
+    attention_dropout = False  # a Fourier transform has no attention weights to drop
     parameter_note = "the Fourier mixing has no parameters (no q, k, v or output projection)"
     has_parameters = False
 

@@ -60,6 +60,7 @@ class LRU(nnx.Module):
     paper = "Orvieto et al., ICML 2023"
     complexity = "O(L N d)"
     subquadratic = True
+    attention_dropout = False  # a linear recurrence has no attention weights to drop
     parameter_note = ("one diagonal linear recurrence per layer (nu, theta, gamma, B, C, D) replaces "
                       "the q, k, v and output projections")
 

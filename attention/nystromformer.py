@@ -161,6 +161,7 @@ class NystromformerAttention(nnx.Module):
     paper = "Xiong et al., AAAI 2021"
     complexity = "O(L m d + m^3)"
     subquadratic = True
+    attention_dropout = False  # the official Nystrom attention has none
     # At L=64 the default 64 landmarks would be one token each: 8 landmarks (segments of 8 tokens,
     # 5 or 6 for the contract's sequence with 41 real tokens) exercise the landmark averaging.
     contract_options: ClassVar[dict] = {"num_landmarks": 8}

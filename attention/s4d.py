@@ -94,6 +94,7 @@ class S4D(nnx.Module):
     paper = "Gu et al., NeurIPS 2022"
     complexity = "O(L N d + L log L d)"
     subquadratic = True
+    attention_dropout = False  # a convolution with an SSM kernel has no attention weights to drop
     parameter_note = ("a diagonal state space per channel (complex A, B, C, a step size and D) and an "
                       "output mixing layer replace the q, k, v and output projections")
 

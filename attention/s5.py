@@ -125,6 +125,7 @@ class S5(nnx.Module):
     paper = "Smith et al., ICLR 2023"
     complexity = "O(L P d)"
     subquadratic = True
+    attention_dropout = False  # a linear recurrence has no attention weights to drop
     parameter_note = ("one MIMO diagonal state space per layer (Lambda, B, C, step sizes, D) replaces "
                       "the q, k, v and output projections")
 

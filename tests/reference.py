@@ -37,12 +37,20 @@ def diagonal_recurrence(a, bu, *, reverse=False, last=None):
     return out
 
 
-def padded_inputs(lengths, length: int, dim: int, *, seed: int = 0, pad_scale: float = 0.0):
-    """x float32[B, length, dim] with real tokens N(0, 1) and pads N(0, pad_scale^2) (non-zero pad
-    activations when ``pad_scale`` > 0), and mask bool[B, length] from ``lengths`` (int[B])."""
-    rng = np.random.default_rng(seed)
-    mask = np.arange(length)[None, :] < np.asarray(lengths)[:, None]
-    shape = (len(lengths), length, dim)
-    x = rng.standard_normal(shape)
-    x = np.where(mask[..., None], x, pad_scale * rng.standard_normal(shape))
-    return x.astype(np.float32), mask
+def diagonal_ssm_output(lam, b_mat, c, d, x, lengths, *, causal, factor=1.0):
+    """y = factor Re(C [h_fwd; h_bwd]) + d u per sequence of ``x``, both scans as plain loops (float64).
+
+    lam: [N]; b_mat: [N, D]; c: [D, N] (causal) or [D, 2N]; d: [D]; x: [B, L, D]. h_fwd runs over
+    every position; h_bwd (bidirectional only) runs backward from position ``lengths[b] - 1``, so
+    ``lengths`` = the real lengths never reads pads and ``lengths`` = L reads them (the naive form).
+    """
+    out = np.zeros(x.shape)
+    for b in range(x.shape[0]):
+        u = x[b].astype(np.float64)
+        bu = u @ b_mat.T
+        states = diagonal_recurrence(lam, bu)
+        if not causal:
+            states = np.concatenate(
+                [states, diagonal_recurrence(lam, bu, reverse=True, last=lengths[b])], axis=-1)
+        out[b] = factor * (states @ c.T).real + d * u
+    return out

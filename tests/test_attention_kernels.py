@@ -6,6 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import length_mask, random_qkv
 
 from attention.cosformer import cosformer_kernel
 from attention.softmax import softmax_kernel
@@ -14,13 +15,11 @@ B, L, H, DH = 2, 37, 3, 8
 
 
 def qkv(seed=0, length=L):
-    keys = jax.random.split(jax.random.key(seed), 3)
-    return [np.asarray(jax.random.normal(k, (B, length, H, DH))) for k in keys]
+    return random_qkv((B, length, H, DH), seed)
 
 
 def padding_mask(length=L):
-    lengths = np.array([length, length - 11])
-    return np.arange(length)[None, :] < lengths[:, None]
+    return length_mask([length, length - 11], length)
 
 
 def naive_softmax(q, k, v, mask, causal):

@@ -5,6 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
+from helpers import assert_module_matches_dense, length_mask
 from reference import dense_reference
 
 import attention
@@ -118,15 +119,9 @@ def test_module_matches_dense_reference():
     module = attention.build("bigbird", dim=dim, num_heads=H, qkv_dim=H * DH, max_len=128,
                              rngs=nnx.Rngs(0), block_size=block, num_random_blocks=2)
     x = jax.random.normal(jax.random.key(1), (B, length, dim))
-    mask = np.arange(length)[None, :] < np.array([length, 70])[:, None]
-    q, k, v = nnx.jit(lambda m, x: m.proj.qkv(x))(module, x)
     rand = np.asarray(module.random_blocks(length))
-    allowed = bigbird_pattern(length, block, rand)[None] & mask[:, None, None, :]
-    o = jnp.asarray(dense_reference(q, k, v, allowed), jnp.float32)
-    ref = nnx.jit(lambda m, o: m.proj.merge(o))(module, o)
-    out = nnx.jit(lambda m, x, mask: m(x, mask))(module, x, jnp.asarray(mask))
-    np.testing.assert_allclose(np.asarray(out)[mask], np.asarray(ref)[mask], atol=2e-5,
-                               rtol=1e-4)
+    assert_module_matches_dense(module, x, length_mask([length, 70], length),
+                                bigbird_pattern(length, block, rand))
 
 
 def test_needs_max_len_and_respects_it():

@@ -4,6 +4,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
+from helpers import length_mask
 
 import attention
 
@@ -16,7 +17,7 @@ def make():
 
 def inputs(seed=0):
     x = np.random.default_rng(seed).standard_normal((B, L, D)).astype(np.float32)
-    mask = np.arange(L)[None, :] < np.array([L, L - 9])[:, None]
+    mask = length_mask([L, L - 9], L)
     return x, mask
 
 

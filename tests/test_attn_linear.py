@@ -5,6 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
+from helpers import length_mask, random_qkv
 
 import attention
 from attention.linear import linear_kernel
@@ -13,13 +14,11 @@ B, L, H, DH = 2, 37, 3, 8
 
 
 def qkv(seed=0, length=L):
-    keys = jax.random.split(jax.random.key(seed), 3)
-    return [np.asarray(jax.random.normal(k, (B, length, H, DH))) for k in keys]
+    return random_qkv((B, length, H, DH), seed)
 
 
 def padding_mask(length=L):
-    lengths = np.array([length, length - 11])
-    return np.arange(length)[None, :] < lengths[:, None]
+    return length_mask([length, length - 11], length)
 
 
 def phi(x):

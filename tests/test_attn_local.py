@@ -5,6 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
+from helpers import assert_module_matches_dense, length_mask
 from reference import dense_reference
 
 import attention
@@ -111,14 +112,8 @@ def test_module_matches_dense_reference():
     module = attention.build("local", dim=dim, num_heads=H, qkv_dim=H * DH, causal=True,
                              rngs=nnx.Rngs(0), block_size=block)
     x = jax.random.normal(jax.random.key(1), (B, length, dim))
-    mask = jnp.arange(length)[None, :] < jnp.array([length, 29])[:, None]
-    q, k, v = nnx.jit(lambda m, x: m.proj.qkv(x))(module, x)
-    allowed = block_pattern(length, block, True)[None, None] & np.asarray(mask)[:, None, None, :]
-    o = jnp.asarray(dense_reference(q, k, v, allowed), jnp.float32)
-    ref = nnx.jit(lambda m, o: m.proj.merge(o))(module, o)
-    out = nnx.jit(lambda m, x, mask: m(x, mask))(module, x, mask)
-    real = np.asarray(mask)
-    np.testing.assert_allclose(np.asarray(out)[real], np.asarray(ref)[real], atol=2e-5, rtol=1e-4)
+    assert_module_matches_dense(module, x, length_mask([length, 29], length),
+                                block_pattern(length, block, True))
 
 
 def test_dropout_only_when_not_deterministic():

@@ -7,7 +7,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
-from reference import diagonal_recurrence, padded_inputs
+from helpers import padded_inputs
+from reference import diagonal_ssm_output
 
 import attention
 from attention._ssm import diagonal_scan
@@ -36,17 +37,8 @@ def reference(module, x, *, naive=False):
     lam = np.exp(-np.exp(p["nu_log"]) + 1j * np.exp(p["theta_log"]))
     b_mat = np.exp(p["gamma_log"])[:, None] * (p["B_re"] + 1j * p["B_im"])
     c = p["C_re"] + 1j * p["C_im"]
-    out = np.zeros(x.shape)
-    for b in range(B):
-        u = x[b].astype(np.float64)
-        bu = u @ b_mat.T
-        states = diagonal_recurrence(lam, bu)
-        if not module.causal:
-            last = L if naive else LENGTHS[b]
-            states = np.concatenate(
-                [states, diagonal_recurrence(lam, bu, reverse=True, last=last)], axis=-1)
-        out[b] = (states @ c.T).real + p["D"] * u
-    return out
+    return diagonal_ssm_output(lam, b_mat, c, p["D"], x, [L] * B if naive else LENGTHS,
+                               causal=module.causal)
 
 
 @pytest.mark.parametrize("causal", [False, True])

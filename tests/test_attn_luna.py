@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
+from helpers import length_mask
 
 import attention
 
@@ -52,7 +53,7 @@ def naive_luna(module, x, mask):
 
 def inputs(seed=0):
     x = np.random.default_rng(seed).standard_normal((B, L, D)).astype(np.float32)
-    mask = np.arange(L)[None, :] < np.array([L, L - 7])[:, None]
+    mask = length_mask([L, L - 7], L)
     return x, mask
 
 

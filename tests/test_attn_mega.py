@@ -8,7 +8,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
-from reference import diagonal_recurrence, padded_inputs
+from helpers import padded_inputs
+from reference import diagonal_recurrence
 from test_attention_memory import LONG, SHORT, train_temp_bytes
 
 import attention

@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
+from helpers import length_mask, random_qkv
 
 import attention
 from attention.performer import RandomFeatures, draw_orthogonal_features, performer_kernel
@@ -16,14 +17,12 @@ B, L, H, DH = 2, 37, 3, 8
 
 
 def qkv(seed=0, length=L, scale=1.0):
-    keys = jax.random.split(jax.random.key(seed), 3)
-    q, k, v = (np.asarray(jax.random.normal(key, (B, length, H, DH))) for key in keys)
+    q, k, v = random_qkv((B, length, H, DH), seed)
     return scale * q, scale * k, v
 
 
 def padding_mask(length=L):
-    lengths = np.array([length, length - 11])
-    return np.arange(length)[None, :] < lengths[:, None]
+    return length_mask([length, length - 11], length)
 
 
 def naive_features(x, w, kernel):

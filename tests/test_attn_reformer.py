@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
+from helpers import length_mask, random_qkv
 
 import attention
 from attention.reformer import HashRotations, lsh_buckets
@@ -19,9 +20,7 @@ reformer_kernel = jax.jit(_kernel, static_argnames=("causal", "chunk_size"))
 
 
 def inputs(seed=0, length=L):
-    k1, k2 = jax.random.split(jax.random.key(seed))
-    qk = np.asarray(jax.random.normal(k1, (B, length, H, DH)))
-    v = np.asarray(jax.random.normal(k2, (B, length, H, DH)))
+    qk, v = random_qkv((B, length, H, DH), seed, n=2)
     return qk, v
 
 
@@ -30,7 +29,7 @@ def rotations(n_hashes, n_buckets, seed=5):
 
 
 def padding_mask(length=L):
-    return np.arange(length)[None, :] < np.array([length, length - 11])[:, None]
+    return length_mask([length, length - 11], length)
 
 
 def unit(x):

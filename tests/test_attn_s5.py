@@ -5,7 +5,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
-from reference import diagonal_recurrence, padded_inputs
+from helpers import padded_inputs
+from reference import diagonal_ssm_output
 
 import attention
 from attention.s5 import hippo_n, hippo_n_eig
@@ -34,18 +35,8 @@ def reference(module, x, *, naive=False):
     c = np.asarray(module.C[...], np.float64)
     c = c[..., 0] + 1j * c[..., 1]
     d = np.asarray(module.D[...], np.float64)
-    factor = 2.0 if module.conj_sym else 1.0
-    out = np.zeros(x.shape)
-    for b in range(B):
-        u = x[b].astype(np.float64)
-        bu = u @ bbar.T
-        states = diagonal_recurrence(lbar, bu)
-        if not module.causal:
-            last = L if naive else LENGTHS[b]
-            states = np.concatenate(
-                [states, diagonal_recurrence(lbar, bu, reverse=True, last=last)], axis=-1)
-        out[b] = factor * (states @ c.T).real + d * u
-    return out
+    return diagonal_ssm_output(lbar, bbar, c, d, x, [L] * B if naive else LENGTHS,
+                               causal=module.causal, factor=2.0 if module.conj_sym else 1.0)
 
 
 @pytest.mark.parametrize("conj_sym", [True, False])

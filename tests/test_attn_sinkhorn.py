@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
+from helpers import length_mask
 
 import attention
 from attention.sinkhorn import sinkhorn_kernel as _kernel
@@ -21,7 +22,7 @@ normalize = jax.jit(sinkhorn_normalize, static_argnames=("n_iters", "temperature
 
 def padding_mask(n_real=L - 11):
     # batch 1 has 11 pads: its last block (32..36) is all padding, block 3 is partly padded
-    return np.arange(L)[None, :] < np.array([L, n_real])[:, None]
+    return length_mask([L, n_real], L)
 
 
 def naive_sinkhorn(logits, n_iters, temperature, valid_rows):

@@ -5,6 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
+from helpers import assert_module_matches_dense, length_mask
 from reference import dense_reference
 
 import attention
@@ -99,15 +100,8 @@ def test_module_with_global_token_matches_dense_reference():
     module = attention.build("sparse", dim=dim, num_heads=H, qkv_dim=H * DH, rngs=nnx.Rngs(0),
                              block_size=L_BLOCK, num_summary=2, global_tokens=1)
     x = jax.random.normal(jax.random.key(1), (B, length, dim))
-    mask = jnp.arange(length)[None, :] < jnp.array([length, 30])[:, None]
-    q, k, v = nnx.jit(lambda m, x: m.proj.qkv(x))(module, x)
-    pattern = sparse_pattern(length, "fixed", False, c=2, global_tokens=1)
-    allowed = pattern[None, None] & np.asarray(mask)[:, None, None, :]
-    o = jnp.asarray(dense_reference(q, k, v, allowed), jnp.float32)
-    ref = nnx.jit(lambda m, o: m.proj.merge(o))(module, o)
-    out = nnx.jit(lambda m, x, mask: m(x, mask))(module, x, mask)
-    real = np.asarray(mask)
-    np.testing.assert_allclose(np.asarray(out)[real], np.asarray(ref)[real], atol=2e-5, rtol=1e-4)
+    assert_module_matches_dense(module, x, length_mask([length, 30], length),
+                                sparse_pattern(length, "fixed", False, c=2, global_tokens=1))
 
 
 @pytest.mark.parametrize("bad", [{"pattern": "dilated"}, {"block_size": 0},

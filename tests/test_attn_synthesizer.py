@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
+from helpers import length_mask
 
 import attention
 
@@ -21,7 +22,7 @@ def make(mode, mix, causal=False, seed=0, **opts):
 
 
 def padding_mask():
-    return np.arange(L)[None, :] < np.array([L, L - 5])[:, None]
+    return length_mask([L, L - 5], L)
 
 
 def w(dense):

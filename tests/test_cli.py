@@ -5,12 +5,10 @@ import subprocess
 import sys
 
 import pytest
+from helpers import SMALL_LISTOPS
 
 from lra import leaderboard
 from lra import run as run_cli
-
-SMALL_DATA = ["--set", "data.train_size=128", "--set", "data.val_size=32",
-              "--set", "data.test_size=32"]
 
 
 def test_unknown_task_exits_2_with_choices(capsys):
@@ -65,7 +63,7 @@ def test_tiny_run_writes_result_and_leaderboard_row_then_resumes(tmp_path):
     cmd = [sys.executable, "-m", "lra.run", "--task", "listops", "--attn", "cosformer",
            "--preset", "tiny", "--data-dir", str(tmp_path / "data"), "--workdir",
            str(tmp_path / "work"), "--results-dir", str(tmp_path / "results"), "--no-progress",
-           *SMALL_DATA]
+           *SMALL_LISTOPS]
     first = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert first.returncode == 0, first.stderr[-3000:]
     assert "generating" in first.stderr  # missing data is generated, and the user is told

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import ClassVar
 
 import pytest
+from helpers import cli_env
 
 import tasks
 from lra import leaderboard, release
@@ -33,6 +34,8 @@ from lra import run as run_cli
 
 SIZES = {"train_size": 128, "val_size": 32, "test_size": 32}
 DATA = [x for k, v in SIZES.items() for x in ("--set", f"data.{k}={v}")]
+# Subprocesses write every compile to the persistent cache (compile_once below sets its folder).
+CACHE_EVERY_COMPILE = {"JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"}
 TINY_OPTIONS = {"min_length": 5, "max_length": 40, "max_depth": 3, **SIZES}
 # LRA's ListOps data defaults, spelled out as overrides (the issue's $D).
 PAPER_DATA = [x for k, v in {"min_length": 500, "max_length": 2000, "max_depth": 10,
@@ -52,14 +55,6 @@ def _run(*args: str) -> tuple[int, str, str]:
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = run_cli.main(list(args))
     return code, out.getvalue(), err.getvalue()
-
-
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["XLA_FLAGS"] = "--xla_cpu_experimental_ynn_fusion_type="
-    env.pop("JAX_NUM_CPU_DEVICES", None)
-    env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
-    return env
 
 
 def _one_line_error(err: str) -> None:
@@ -320,14 +315,15 @@ def test_second_run_is_locked_out_and_sigint_saves_a_checkpoint(base, tmp_path):
     cmd = [sys.executable, "-m", "lra.run",
            *_args(base / "data", work, tmp_path / "results", "--set", "train.num_steps=100000",
                   "--set", "train.checkpoint_every=100000", "--set", "train.eval_every=100000")]
-    first = subprocess.Popen(cmd, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                             text=True)
+    first = subprocess.Popen(cmd, env=cli_env(**CACHE_EVERY_COMPILE), stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True)
     try:
         metrics = work / "metrics.jsonl"
         deadline = time.time() + 120
         while time.time() < deadline and not (metrics.exists() and metrics.stat().st_size):
             time.sleep(0.1)
-        second = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=60)
+        second = subprocess.run(cmd, env=cli_env(**CACHE_EVERY_COMPILE), capture_output=True, text=True,
+                                timeout=60)
         assert second.returncode == 2
         _one_line_error(second.stderr)
         assert f"pid {first.pid}" in second.stderr

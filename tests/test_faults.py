@@ -3,7 +3,6 @@ several emulated CPU devices, and two processes joined by jax.distributed."""
 
 import hashlib
 import json
-import os
 import signal
 import socket
 import subprocess
@@ -13,18 +12,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import cli_env
 
 pytestmark = pytest.mark.slow
 
 DATA = ["--set", "data.train_size=128", "--set", "data.val_size=32", "--set", "data.test_size=32"]
-
-
-def _env(devices: int = 1) -> dict[str, str]:
-    env = dict(os.environ)
-    env["XLA_FLAGS"] = (f"--xla_force_host_platform_device_count={devices} "
-                        "--xla_cpu_experimental_ynn_fusion_type=")
-    env.pop("JAX_NUM_CPU_DEVICES", None)
-    return env
 
 
 def _cmd(tmp: Path, work: str, *extra: str, attn: str = "softmax") -> list[str]:
@@ -34,7 +26,7 @@ def _cmd(tmp: Path, work: str, *extra: str, attn: str = "softmax") -> list[str]:
 
 
 def _run(cmd, devices=1, timeout=600):
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=_env(devices))
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=cli_env(devices))
     assert out.returncode == 0, out.stderr[-4000:]
     return out
 
@@ -68,7 +60,7 @@ def test_sigkill_then_resume_is_bit_identical(tmp, norm):
     """Parameters and (model.norm=batch) BatchNorm's running statistics survive kill -9."""
     args = [*LONG, "--set", f"model.norm={norm}"]
     _run(_cmd(tmp, f"straight-{norm}", *args))
-    proc = subprocess.Popen(_cmd(tmp, f"killed-{norm}", *args), env=_env(),
+    proc = subprocess.Popen(_cmd(tmp, f"killed-{norm}", *args), env=cli_env(1),
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     ckpts = tmp / f"killed-{norm}" / "checkpoints" / "last"
     deadline = time.time() + 300
@@ -103,7 +95,7 @@ def test_sigkill_then_resume_is_bit_identical(tmp, norm):
 def test_sigterm_saves_a_checkpoint_and_exits_0(tmp):
     cmd = _cmd(tmp, "term", "--set", "train.num_steps=100000", "--set",
                "train.checkpoint_every=100000")
-    proc = subprocess.Popen(cmd, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    proc = subprocess.Popen(cmd, env=cli_env(1), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             text=True)
     metrics = tmp / "term" / "metrics.jsonl"
     deadline = time.time() + 300
@@ -123,7 +115,7 @@ def test_nan_stops_with_the_step_and_keeps_the_last_good_checkpoint(tmp):
     cmd = _cmd(tmp, "nan", "--set", "train.lr=1e9", "--set", "train.schedule=constant",
                "--set", "train.warmup_steps=1", "--set", "train.num_steps=200",
                "--set", "train.checkpoint_every=1", "--set", "train.weight_decay=0")
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=_env())
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=cli_env(1))
     assert out.returncode == 1
     assert "non-finite" in out.stderr and "at step" in out.stderr
     assert "last good checkpoint" in out.stderr or "no checkpoint" in out.stderr
@@ -151,7 +143,7 @@ def test_four_devices_match_one(tmp, attn, norm):
 
 def test_batch_not_divisible_by_devices_is_a_clear_error(tmp):
     out = subprocess.run(_cmd(tmp, "baddiv", "--set", "train.batch_size=6"), capture_output=True,
-                         text=True, timeout=600, env=_env(4))
+                         text=True, timeout=600, env=cli_env(4))
     assert out.returncode == 2 and "does not divide over 4 devices" in out.stderr
 
 
@@ -168,7 +160,7 @@ def test_two_processes_train_like_one(tmp):
     port = _free_port()
     procs = [subprocess.Popen(
         _cmd(tmp, "multi", *steps, "--coordinator", f"127.0.0.1:{port}", "--num-processes", "2",
-             "--process-id", str(i)), env=_env(1), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+             "--process-id", str(i)), env=cli_env(1), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True) for i in range(2)]
     for p in procs:
         _, err = p.communicate(timeout=600)

@@ -7,7 +7,6 @@ each label equally often, so any model scores exactly chance there (what a stuck
 """
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -16,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import cli_env
 
 import tasks
 from lra import config as config_lib
@@ -181,13 +181,6 @@ def test_shuffled_labels_run_gets_the_at_chance_notice(tmp_path, monkeypatch, ca
 # kill -9 and resume, real processes.
 
 
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["XLA_FLAGS"] = "--xla_cpu_experimental_ynn_fusion_type="
-    env.pop("JAX_NUM_CPU_DEVICES", None)
-    return env
-
-
 STEPS = 150  # enough that the kill lands before the end even on a loaded machine
 
 
@@ -202,7 +195,7 @@ def test_killed_and_resumed_run_writes_no_step_twice(tmp_path):
                     str(tmp_path / "data"), "--set", "min_length=5", "--set", "max_length=40",
                     "--set", "max_depth=3", "--set", "train_size=256", "--set", "val_size=64",
                     "--set", "test_size=64"], check=True, timeout=300, capture_output=True)
-    proc = subprocess.Popen(cmd, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(cmd, env=cli_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     ckpts, metrics = tmp_path / "work" / "checkpoints" / "last", tmp_path / "work" / "metrics.jsonl"
     deadline = time.time() + 300
     while time.time() < deadline:  # kill once steps past a checkpoint have been logged
@@ -215,7 +208,7 @@ def test_killed_and_resumed_run_writes_no_step_twice(tmp_path):
     proc.wait(timeout=60)
     assert proc.returncode == -signal.SIGKILL, "the run finished before it could be killed"
     before = max(r["step"] for r in read_jsonl(metrics))
-    resumed = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=600)
+    resumed = subprocess.run(cmd, env=cli_env(), capture_output=True, text=True, timeout=600)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "resuming from step" in resumed.stderr
 

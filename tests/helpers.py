@@ -1,0 +1,68 @@
+"""Helpers shared by several test files: random inputs, padding masks and the module-level dense
+check for the attention tests, CLI subprocess environments and tiny run arguments.
+
+Train-state construction is not here: lra/train.py owns it. conftest.py sets XLA_FLAGS for the test
+process; ``cli_env`` passes the same flags on to a ``python -m lra...`` subprocess.
+"""
+
+from __future__ import annotations
+
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+from reference import dense_reference
+
+
+def length_mask(lengths, length: int) -> np.ndarray:
+    """bool[B, length], True at the first ``lengths[b]`` positions of row b (right padding)."""
+    return np.arange(length)[None, :] < np.asarray(lengths)[:, None]
+
+
+def random_qkv(shape: tuple[int, ...], seed: int = 0, n: int = 3) -> list[np.ndarray]:
+    """``n`` float32 arrays of ``shape`` (e.g. [B, L, H, Dh]) drawn N(0, 1) from ``n`` keys split
+    from ``jax.random.key(seed)``."""
+    return [np.asarray(jax.random.normal(k, shape)) for k in jax.random.split(jax.random.key(seed), n)]
+
+
+def padded_inputs(lengths, length: int, dim: int, *, seed: int = 0, pad_scale: float = 0.0):
+    """x float32[B, length, dim] with real tokens N(0, 1) and pads N(0, pad_scale^2) (non-zero pad
+    activations when ``pad_scale`` > 0), and mask bool[B, length] from ``lengths`` (int[B])."""
+    rng = np.random.default_rng(seed)
+    mask = length_mask(lengths, length)
+    shape = (len(lengths), length, dim)
+    x = rng.standard_normal(shape)
+    x = np.where(mask[..., None], x, pad_scale * rng.standard_normal(shape))
+    return x.astype(np.float32), mask
+
+
+def assert_module_matches_dense(module, x, mask, pattern) -> None:
+    """A family's output at real positions equals dense attention restricted to ``pattern``
+    (bool[L, L] or per head [H, L, L], True = may attend) and to real keys, computed from the
+    module's own q, k, v projections and merged by its own output projection."""
+    mask = np.asarray(mask)
+    pattern = np.asarray(pattern)
+    allowed = (pattern[None] if pattern.ndim == 3 else pattern[None, None]) & mask[:, None, None, :]
+    q, k, v = nnx.jit(lambda m, x: m.proj.qkv(x))(module, x)
+    o = jnp.asarray(dense_reference(q, k, v, allowed), jnp.float32)
+    ref = nnx.jit(lambda m, o: m.proj.merge(o))(module, o)
+    out = nnx.jit(lambda m, x, mask: m(x, mask))(module, x, jnp.asarray(mask))
+    np.testing.assert_allclose(np.asarray(out)[mask], np.asarray(ref)[mask], atol=2e-5, rtol=1e-4)
+
+
+# Tiny ListOps splits for end-to-end runs of the tiny preset (`--set` arguments).
+SMALL_LISTOPS = ["--set", "data.train_size=128", "--set", "data.val_size=32",
+                 "--set", "data.test_size=32"]
+
+
+def cli_env(devices: int | None = None, **extra: str) -> dict[str, str]:
+    """The environment for a CLI subprocess: this session's XLA flags (conftest.py), one CPU device
+    unless ``devices`` forces that many host devices, plus ``extra`` variables."""
+    env = dict(os.environ)
+    env.pop("JAX_NUM_CPU_DEVICES", None)
+    if devices is not None:
+        env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={devices}"
+    env.update(extra)
+    return env
