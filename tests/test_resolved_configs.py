@@ -13,6 +13,7 @@ family has none), so the fixture stays small and its diffs stay readable.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 from pathlib import Path
@@ -71,8 +72,6 @@ def test_resolved_configs_are_pinned():
 def test_the_preset_is_applied_after_the_family():
     """Under the LRA protocol every key a preset sets is what the run gets, whatever the family's
     delta says (lra.config: defaults < BASE < ATTENTION < PRESETS < --set)."""
-    import importlib
-
     for task in tasks.available():
         module = importlib.import_module(f"configs.{task}")
         for preset in ("tiny", "small"):
