@@ -96,6 +96,16 @@ def _device_label(record: dict[str, Any]) -> str:
     return f"{d['kind']} x{d['count']}"
 
 
+def _bench_device_label(record: dict[str, Any]) -> str:
+    """The device of a bench file, with the host CPU on CPU: speed there is the host's, and the
+    device record alone ("cpu x1") cannot tell two machines apart (results.host_info)."""
+    label, d = _device_label(record), record["device"]
+    if d.get("platform", d["kind"]) != "cpu":
+        return label
+    host = d.get("host")  # files written before the host was recorded keep the plain label
+    return f"{label} ({host['cpu']}, {host['cores']} cores)" if host else label
+
+
 # Two-sided 95% Student-t quantiles t(0.975, df) for df = n - 1 = 1..30 (printed tables, 3
 # decimals; scipy is not a dependency); beyond 30 the normal 1.96 (at df = 40 the exact value is
 # 2.021, so intervals there are up to 3% too narrow).
@@ -321,7 +331,7 @@ def efficiency_section(records: list[dict[str, Any]], runs: list[dict[str, Any]]
         return ["No efficiency files yet: run `python -m lra.bench` (see README).", ""], {}
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for rec in records:
-        groups[(_device_label(rec), rec["task"], rec["batch"], rec["dtype"])].append(rec)
+        groups[(_bench_device_label(rec), rec["task"], rec["batch"], rec["dtype"])].append(rec)
     lines: list[str] = [
         "Training steps per second (the median of the timed steps, families timed round-robin in "
         "one process) and peak memory per device, at each input length; in brackets the ratio to "

@@ -48,10 +48,28 @@ def git_commit() -> dict[str, Any]:
     return {"commit": commit, "dirty": dirty}
 
 
+def host_info() -> dict[str, Any]:
+    """The host CPU: its model name (``/proc/cpuinfo``, else ``platform.processor()``) and the
+    cores this process may run on. On CPU this is what sets the speed, and the XLA device kind is
+    only "cpu": two machines' bench files differ by 5x with the same device record without it."""
+    cpu = ""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            cpu = next((line.split(":", 1)[1].strip() for line in f
+                        if line.startswith("model name")), "")
+    except OSError:
+        pass
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 0
+    return {"cpu": cpu or platform.processor() or "unknown", "cores": cores}
+
+
 def device_info() -> dict[str, Any]:
     devices = jax.devices()
     return {"platform": devices[0].platform, "kind": devices[0].device_kind,
-            "count": len(devices), "process_count": jax.process_count()}
+            "count": len(devices), "process_count": jax.process_count(), "host": host_info()}
 
 
 def peak_memory_bytes() -> dict[str, Any]:

@@ -240,3 +240,24 @@ def test_a_seed_measured_twice_counts_once(results_dir):
     assert "(2)" in row and "(3)" not in row  # seeds 0 and 1, not three runs
     assert "43.00 ± " in row  # the headline (last step): seed 0's newer 49.00 and seed 1's 37.00
     assert "Superseded" in text and "`listops__softmax__small__seed0.json`" in text
+
+
+def test_bench_files_of_two_host_cpus_get_two_tables(results_dir):
+    """On CPU the host sets the speed: a newer file from another CPU must not hide the older one
+    as "an earlier file for this setting"."""
+    other = bench_record("2026-01-03T00:00:00Z")
+    other["device"]["host"] = {"cpu": "Example CPU 9000", "cores": 2}
+    (results_dir / "efficiency" / "other-host.json").write_text(json.dumps(other))
+    text, figs = leaderboard.build(results_dir)
+    assert "### `text` model, batch 4, float32, on cpu x1 (Example CPU 9000, 2 cores)" in text
+    assert "### `text` model, batch 4, float32, on cpu x1\n" in text
+    assert "Earlier files for this setting (not shown): `old.json`" in text
+    assert "other-host.json" not in text.split("Earlier files")[1].split("\n")[0]
+    assert sum(name.endswith("-scaling.png") for name in figs) == 2
+
+
+def test_device_info_names_the_host_cpu():
+    from lra import results
+
+    host = results.device_info()["host"]
+    assert host["cpu"] and host["cpu"] != "unknown" and host["cores"] >= 1
