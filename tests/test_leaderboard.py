@@ -261,3 +261,21 @@ def test_device_info_names_the_host_cpu():
 
     host = results.device_info()["host"]
     assert host["cpu"] and host["cpu"] != "unknown" and host["cores"] >= 1
+
+
+def test_machine_slow_is_relative_to_the_files_best_probe(tmp_path):
+    """A host whose healthy probe is 80 GFLOP/s is not 'slow' everywhere: the mark is relative."""
+    eff = tmp_path / "efficiency"
+    eff.mkdir()
+    (eff / "peers-cpu-2026-01-04.jsonl").write_text("\n".join([
+        json.dumps({"peers_run": {"git": "abc1234", "command": "peers.py",
+                                  "host": {"cpu": "Example CPU 9000", "cores": 2}}}),
+        _peer_line("torch_sdpa", "softmax", "core", 1024, 500.0, [80, 82]),
+        _peer_line("ours_softmax_kernel", "softmax", "core", 1024, 400.0, [78, 80]),
+        _peer_line("torch_sdpa", "softmax", "core", 2048, 2000.0, [40, 41]),
+        _peer_line("ours_softmax_kernel", "softmax", "core", 2048, 1600.0, [40, 42]),
+    ]) + "\n")
+    text = "\n".join(leaderboard.peers_section(tmp_path))
+    assert "on Example CPU 9000, 2 cores" in text
+    assert "| ours_softmax_kernel | 1024 | 400 | torch_sdpa (core) | 500 | 0.80x | 79 / 81 |" in text
+    assert "| 0.80x (machine slow) |" in text  # 2048: probes at half the file's best
