@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: no python at {args.python}: create the peers venv as the header of "
               f"{args.script.name} says", file=sys.stderr)
         return 2
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     out = args.out or args.results_dir / "efficiency" / f"peers-cpu-{now:%Y%m%dT%H%M%SZ}.jsonl"
     if out.exists():
         print(f"error: {out} exists; results files are never appended to", file=sys.stderr)
