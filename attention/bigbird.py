@@ -22,9 +22,11 @@ for each query block, the r eligible key blocks of highest priority among the fi
 When fewer than r blocks are eligible (few blocks) the pattern already covers everything and the
 surplus picks are dropped; any length works, down to a single block.
 
-Computed block-wise, never with an ``L x L`` mask: the N - 2 middle query blocks each gather
-3 + 2 + r key blocks (duplicates masked, e.g. block 1's left neighbour is the global block 0) and
-the 2 global query blocks attend densely to all L keys. Cost O(L b (5 + r) d + 2 b L d); memory
+Computed block-wise and heads first (attention/_blocks.py), never with an ``L x L`` mask: the
+N - 2 middle query blocks each gather 3 + 2 + r key blocks (duplicates masked, e.g. block 1's left
+neighbour is the global block 0): the window by shifted slices, the global blocks by broadcasting,
+the random blocks by a one-hot product (so that no backward pass scatters); the 2 global query
+blocks attend densely to all L keys. Cost O(L b (5 + r) d + 2 b L d); memory
 O(L b (5 + r)). A length that is not a multiple of b is padded internally; the pads are masked
 keys, and the last (global) block is the block holding position L - 1. Logits and softmax in float32.
 Encoder only: there is no causal mode (as in LRA, which fell back to dense attention when causal).
@@ -53,7 +55,15 @@ import jax.numpy as jnp
 from flax import nnx
 
 from attention import register
-from attention._blocks import KeyGroup, attend, from_blocks, num_blocks, split_rng, to_blocks
+from attention._blocks import (
+    attend_heads,
+    from_head_blocks,
+    neighbours,
+    num_blocks,
+    split_rng,
+    to_blocks,
+    to_head_blocks,
+)
 from attention._projections import HeadProjections, key_mask
 
 
@@ -77,23 +87,25 @@ def select_random_blocks(priority: jax.Array, n: int, r: int) -> jax.Array:
     return jax.lax.top_k(p, min(r, n))[1].astype(jnp.int32)
 
 
-def _middle_slots(n: int, rand: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """Key block indices int32[H, n - 2, 5 + r] of the middle query blocks and their validity.
+def _random_selection(n: int, rand: jax.Array, dtype) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """The middle query blocks' random key blocks: picks, validity and one-hot selection.
 
-    Slots: window (m - 1, m, m + 1), global (0, n - 1), random. A slot is invalid if out of range or
-    a repeat of an earlier slot, so each key is counted once.
+    rand: int[H, n, r]. A pick is invalid when it is outside [0, n), a window or global block (top_k
+    returns those only when fewer than r blocks are eligible) or a repeat of an earlier pick of the
+    same query block: an invalid pick selects nothing, so no key is counted twice. Returns the picks
+    clipped to [0, n) int32[H, n - 2, r], their validity bool[H, n - 2, r] and the selection
+    float[H, n - 2, r, n].
     """
-    h = rand.shape[0]
-    middle = jnp.arange(1, n - 1)[:, None]
-    fixed = jnp.concatenate([middle + jnp.arange(-1, 2)[None, :],
-                             jnp.broadcast_to(jnp.array([0, n - 1]), (n - 2, 2))], axis=1)
-    idx = jnp.concatenate([jnp.broadcast_to(fixed[None], (h, *fixed.shape)), rand[:, 1:n - 1]],
-                          axis=-1)
-    s = idx.shape[-1]
-    earlier = jnp.tril(jnp.ones((s, s), dtype=bool), k=-1)  # [slot, earlier slot]
-    repeat = jnp.any((idx[..., :, None] == idx[..., None, :]) & earlier[None, None], axis=-1)
-    valid = (idx >= 0) & (idx < n) & ~repeat
-    return jnp.clip(idx, 0, n - 1), valid
+    picks = rand[:, 1:n - 1].astype(jnp.int32)  # [H, n - 2, r]
+    in_range = (picks >= 0) & (picks < n)
+    picks = jnp.clip(picks, 0, n - 1)
+    middle = jnp.arange(1, n - 1)[None, :, None]
+    eligible = (jnp.abs(middle - picks) > 1) & (picks != 0) & (picks != n - 1)
+    r = picks.shape[-1]
+    earlier = jnp.tril(jnp.ones((r, r), dtype=bool), k=-1)  # [slot, earlier slot]
+    repeat = jnp.any((picks[..., :, None] == picks[..., None, :]) & earlier[None, None], axis=-1)
+    valid = in_range & eligible & ~repeat
+    return picks, valid, jax.nn.one_hot(picks, n, dtype=dtype) * valid[..., None].astype(dtype)
 
 
 def bigbird_kernel(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array | None = None, *,
@@ -103,42 +115,57 @@ def bigbird_kernel(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array | N
 
     q, k, v: float[B, L, H, Dh]; mask: bool[B, L] over keys (True = real); random_blocks:
     int[H, N, r] random key blocks per head and query block (N = ceil(L / block_size)); entries
-    that repeat a window/global block or fall outside [0, N) are ignored.
+    that repeat a window/global block or an earlier entry, or fall outside [0, N), are ignored.
     Returns float[B, L, H, Dh] in q's dtype.
     """
-    batch, length, heads = q.shape[:3]
-    n = num_blocks(length, block_size)
+    batch, length, heads, dh = q.shape
+    b = block_size
+    n = num_blocks(length, b)
     if random_blocks.shape[:2] != (heads, n):
         raise ValueError(f"random_blocks must be [heads={heads}, blocks={n}, r], "
                          f"got {random_blocks.shape}")
     if mask is None:
         mask = jnp.ones(q.shape[:2], dtype=bool)
-    qb, kb, vb = (to_blocks(a, block_size) for a in (q, k, v))
-    mb = to_blocks(mask, block_size)
-    flat = n * block_size
-    k_all, v_all = kb.reshape(batch, flat, *k.shape[2:]), vb.reshape(batch, flat, *v.shape[2:])
-    every_key = mb.reshape(batch, flat)[:, None, None, None, :]
+    qb, kb, vb = (to_head_blocks(a, b) for a in (q, k, v))  # [B, H, N, b, Dh]
+    mb = to_blocks(mask, b)  # [B, N, b]
+    every_key = mb.reshape(batch, 1, 1, 1, n * b)
     rng_rows, rng_mid = split_rng(dropout_rng, 2)
+
+    def dense_rows(qr):  # query blocks [B, H, G, b, Dh] against every key, as one block
+        k_all, v_all = (x.reshape(batch, heads, 1, n * b, dh) for x in (kb, vb))
+        o = attend_heads(qr.reshape(batch, heads, 1, -1, dh), k_all, v_all, every_key,
+                         dropout_rate=dropout_rate, dropout_rng=rng_rows)
+        return o.reshape(qr.shape)
+
     if n <= 2:  # every block is global
-        out = attend(qb, [KeyGroup(k_all, v_all, every_key, "shared")], dropout_rate=dropout_rate,
-                     dropout_rng=rng_rows)
-        return from_blocks(out, length)
-    rows = attend(qb[:, jnp.array([0, n - 1])], [KeyGroup(k_all, v_all, every_key, "shared")],
-                  dropout_rate=dropout_rate, dropout_rng=rng_rows)  # [B, 2, b, H, Dh]
-    idx, valid = _middle_slots(n, random_blocks.astype(jnp.int32))  # [H, M, S]
-    head = jnp.arange(heads)[:, None, None]
+        return from_head_blocks(dense_rows(qb), length).astype(q.dtype)
+    m = n - 2
+    rows = dense_rows(qb[:, :, jnp.array([0, n - 1])])  # [B, H, 2, b, Dh]
+    picks, rand_valid, select = _random_selection(n, random_blocks, kb.dtype)
+    r = select.shape[2]
+    ends = jnp.array([0, n - 1])
 
-    def gather(xb):  # [B, N, b, H, Dh] -> [B, M, S b, H, Dh], each head its own blocks
-        g = jnp.moveaxis(xb, 3, 1)[:, head, idx]  # [B, H, M, S, b, Dh]
-        g = g.transpose(0, 2, 3, 4, 1, 5)
-        return g.reshape(batch, n - 2, -1, heads, xb.shape[-1])
+    def keys_of_middle_blocks(xb):  # [B, H, N, b, Dh] -> [B, H, n - 2, (5 + r) b, Dh]
+        window = neighbours(xb, (-1, 0, 1), axis=2)[:, :, 1:n - 1]
+        ends_ = jnp.broadcast_to(xb[:, :, ends].reshape(batch, heads, 1, 2 * b, dh),
+                                 (batch, heads, m, 2 * b, dh))
+        # the random blocks through a one-hot product: its gradient is a matmul, not a scatter-add
+        rand = jnp.einsum("hmrn,bhnqd->bhmrqd", select, xb).reshape(batch, heads, m, r * b, dh)
+        return jnp.concatenate([window, ends_, rand], axis=3)
 
-    key_ok = mb[:, idx] & valid[None, :, :, :, None]  # [B, H, M, S, b]
-    allowed = key_ok.reshape(batch, heads, n - 2, 1, -1)
-    mid = attend(qb[:, 1:n - 1], [KeyGroup(gather(kb), gather(vb), allowed, "block")],
-                 dropout_rate=dropout_rate, dropout_rng=rng_mid)
-    out = jnp.concatenate([rows[:, :1], mid, rows[:, 1:]], axis=1)
-    return from_blocks(out, length)
+    middle = jnp.arange(1, n - 1)
+    window_ok = neighbours(mb, (-1, 0, 1))[:, None, 1:n - 1]  # [B, 1, n - 2, 3 b]
+    # blocks 0 and n - 1 are already in the window of query blocks 1 and n - 2
+    repeat = jnp.repeat(jnp.stack([middle == 1, middle == n - 2], axis=1), b, axis=1)  # [n-2, 2b]
+    ends_ok = mb[:, ends].reshape(batch, 1, 1, 2 * b) & ~repeat[None, None]
+    rand_ok = mb[:, picks] & rand_valid[None, :, :, :, None]  # [B, H, n-2, r, b]
+    allowed = jnp.concatenate([jnp.broadcast_to(window_ok, (batch, heads, m, 3 * b)),
+                               jnp.broadcast_to(ends_ok, (batch, heads, m, 2 * b)),
+                               rand_ok.reshape(batch, heads, m, r * b)], axis=-1)
+    mid = attend_heads(qb[:, :, 1:n - 1], keys_of_middle_blocks(kb), keys_of_middle_blocks(vb),
+                       allowed[:, :, :, None, :], dropout_rate=dropout_rate, dropout_rng=rng_mid)
+    out = jnp.concatenate([rows[:, :, :1], mid, rows[:, :, 1:]], axis=2)
+    return from_head_blocks(out, length).astype(q.dtype)
 
 
 @register("bigbird")
