@@ -26,13 +26,19 @@ Key group kinds (``KeyGroup.kind``), with ``q`` blocks float[B, N, bq, H, Dh]:
 Heads-first form (``to_head_blocks``, ``attend_heads``, ``from_head_blocks``): blocks laid out
 ``[B, H, N, b, Dh]`` with the keys of each query block gathered into one ``[B, H, N, K, Dh]`` array,
 so that every product is a batched matmul whose batch dimensions lead (B, H, N) and XLA:CPU needs no
-transposes inside the attention. Longformer and BigBird use it. Measured (fwd+bwd of one layer's
+transposes inside the attention. Longformer, BigBird and Sinkhorn use it. Measured (fwd+bwd of one layer's
 kernel, B=4 H=4 Dh=64, 2 cores, one process timing both forms in turn, median of 9): longformer
 (window 512, 1 global token) 0.79x the [B, N, b, H, Dh] form's time at 1024 and 0.75x at 2048, with
 its smaller blocks; bigbird 0.99-1.01x with XLA:CPU's YNN fusions off (as ``lra.bench`` runs) and
 0.73x with them on (the default, as ``lra.run`` trains), where the old form's gather of every key
 block (a scatter-add in the backward pass) was the slow part; the new one gathers only the random
-blocks, by a one-hot product.
+blocks, by a one-hot product; sinkhorn (block 64, H=8) 0.96x at 1024 and 0.94x at 2048.
+
+What is left is XLA:CPU's batched matmul on small matrices: at B=4 H=8 L=1024 b=64, the logits of
+512 blocks of [64 x 64] x [64 x 128] take about 3x the time of one [131072 x 64] x [64 x 128]
+matmul of the same FLOPs (15 against 5 ms on this 2-core host), and the attention's softmax over
+[B, H, N, b, 2b] costs as much again; PyTorch's batched GEMM has no such per-batch overhead, which
+is most of the gap to the sinkhorn-transformer peer.
 
 Masked logits are set to a finite -1e30 (as in attention/softmax.py): a query with no allowed key
 gets a finite, uniform average over its gathered keys instead of NaN; a query with at least one

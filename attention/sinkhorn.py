@@ -46,7 +46,6 @@ Sinkhorn is not implemented) and no Gumbel noise.
 
 from __future__ import annotations
 
-import math
 from typing import ClassVar
 
 import jax
@@ -54,9 +53,9 @@ import jax.numpy as jnp
 from flax import nnx
 
 from attention import register
-from attention._projections import HeadProjections, dropout_probs, key_mask
+from attention._blocks import attend_heads, from_head_blocks, to_blocks, to_head_blocks
+from attention._projections import HeadProjections, key_mask
 
-MASKED_LOGIT = -1e30
 _NEG = -1e9  # log-space stand-in for log 0 inside Sinkhorn (finite: no inf - inf)
 
 
@@ -83,21 +82,14 @@ def sinkhorn_normalize(log_alpha: jax.Array, n_iters: int, temperature: float = 
     return jnp.where(valid, jnp.exp(a), 0.0)
 
 
-def _blocks(x: jax.Array, block_size: int) -> jax.Array:
-    """[B, L, ...] -> [B, n_b, b, ...], zero-padding L up to a multiple of b."""
-    n = -(-x.shape[1] // block_size)
-    x = jnp.pad(x, [(0, 0), (0, n * block_size - x.shape[1])] + [(0, 0)] * (x.ndim - 2))
-    return x.reshape(x.shape[0], n, block_size, *x.shape[2:])
-
-
 def sort_logits(k: jax.Array, mask: jax.Array, kernel: jax.Array,
                 block_size: int) -> tuple[jax.Array, jax.Array]:
     """SortNet: block key sums -> logits float32[B, H, n_b, n_b] and block validity bool[B, n_b].
 
     k: float[B, L, H, d]; mask: bool[B, L]; kernel: float[d, >= n_b].
     """
-    mb = _blocks(mask, block_size)
-    kb = _blocks(jnp.where(mask[:, :, None, None], k, 0).astype(jnp.float32), block_size)
+    mb = to_blocks(mask, block_size)
+    kb = to_blocks(jnp.where(mask[:, :, None, None], k, 0).astype(jnp.float32), block_size)
     sums = kb.sum(axis=2)  # [B, n_b, H, d]
     n = sums.shape[1]
     logits = jnp.einsum("bnhd,dm->bhnm", sums, kernel[:, :n].astype(jnp.float32))
@@ -112,31 +104,31 @@ def sinkhorn_kernel(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array | 
     q, k, v: float[B, L, H, d]; mask: bool[B, L] (True = real); perm: float[B, H, n_b, n_b] with
     n_b = ceil(L / block_size), row i = query block, column j = source block.
     Returns float[B, L, H, d] in q's dtype.
+
+    Heads first ([B, H, n_b, b, d], attention/_blocks.py): applying P to the keys and values is
+    one matmul [n_b, n_b] x [n_b, b * 2d] per (batch, head), and the attention one batched matmul
+    per product.
     """
     b, length, h, d = q.shape
     mask = jnp.ones((b, length), bool) if mask is None else mask.astype(bool)
     keep = mask[:, :, None, None]
-    qb = _blocks(q.astype(jnp.float32), block_size)
-    kb = _blocks(jnp.where(keep, k, 0).astype(jnp.float32), block_size)
-    vb = _blocks(jnp.where(keep, v, 0).astype(jnp.float32), block_size)
-    mb = _blocks(mask, block_size)  # [B, n_b, b]
+    qb = to_head_blocks(q, block_size)
+    kv = to_head_blocks(jnp.where(keep, jnp.concatenate([k, v], axis=-1), 0), block_size)
+    n = kv.shape[2]
+    mb = to_blocks(mask, block_size)  # [B, n_b, b]
     perm = perm.astype(jnp.float32)
 
-    sorted_k = jnp.einsum("bhij,bjshd->bishd", perm, kb)
-    sorted_v = jnp.einsum("bhij,bjshd->bishd", perm, vb)
-    real_mass = jnp.einsum("bhij,bjs->bish", perm, mb.astype(jnp.float32))
-    keys = jnp.concatenate([kb, sorted_k], axis=2)  # [B, n_b, 2b, H, d]
-    values = jnp.concatenate([vb, sorted_v], axis=2)
-    own = jnp.broadcast_to(mb[..., None], real_mass.shape)
-    allowed = jnp.concatenate([own, real_mass > 0], axis=2)  # [B, n_b, 2b, H]
+    flat = kv.reshape(b, h, n, block_size * 2 * d)
+    sorted_kv = jnp.matmul(perm.astype(kv.dtype), flat, preferred_element_type=jnp.float32)
+    sorted_kv = sorted_kv.astype(kv.dtype).reshape(b, h, n, block_size, 2 * d)
+    real_mass = jnp.einsum("bhij,bjs->bhis", perm, mb.astype(jnp.float32))  # [B, H, n_b, b]
+    both = jnp.concatenate([kv, sorted_kv], axis=3)  # [B, H, n_b, 2b, 2d]
+    own = jnp.broadcast_to(mb[:, None], real_mass.shape)
+    allowed = jnp.concatenate([own, real_mass > 0], axis=-1)[:, :, :, None, :]
 
-    logits = jnp.einsum("bnqhd,bnkhd->bhnqk", qb, keys) / math.sqrt(d)
-    allowed = jnp.transpose(allowed, (0, 3, 1, 2))[:, :, :, None, :]
-    logits = jnp.where(allowed, logits, MASKED_LOGIT)
-    probs = jax.nn.softmax(logits, axis=-1)
-    probs = dropout_probs(probs, dropout_rate, dropout_rng)
-    out = jnp.einsum("bhnqk,bnkhd->bnqhd", probs, values)
-    return out.reshape(b, -1, h, d)[:, :length].astype(q.dtype)
+    out = attend_heads(qb, both[..., :d], both[..., d:], allowed, dropout_rate=dropout_rate,
+                       dropout_rng=dropout_rng)
+    return from_head_blocks(out, length).astype(q.dtype)
 
 
 @register("sinkhorn")
