@@ -142,7 +142,7 @@ def test_padded_input_equals_unpadded_input():
     assert np.abs(q_l_official - q_l_ours).max() > 1e-2
 
 
-@pytest.mark.parametrize("taps", [1, 4, 5])
+@pytest.mark.parametrize("taps", [1, 4, 5, 35])
 def test_depthwise_conv_matches_a_loop(taps):
     rng = np.random.default_rng(3)
     v = rng.standard_normal((B, 11, H, 3)).astype(np.float32)
@@ -156,6 +156,24 @@ def test_depthwise_conv_matches_a_loop(taps):
                 want[:, i] += kern[None, :, t, None] * v[:, j]
     np.testing.assert_allclose(np.asarray(depthwise_conv(jnp.asarray(v), jnp.asarray(kern))), want,
                                atol=1e-5)
+
+
+def test_depthwise_conv_gradients_match_the_shifted_sum():
+    """The FFT form's gradients (for v and for the kernel) against K shifted multiply-adds."""
+    rng = np.random.default_rng(4)
+    v = jnp.asarray(rng.standard_normal((B, 13, H, 3)).astype(np.float32))
+    kern = jnp.asarray(rng.standard_normal((H, 6)).astype(np.float32))
+    cot = jnp.asarray(rng.standard_normal(v.shape).astype(np.float32))
+
+    def shifted(v, kern):
+        taps = kern.shape[-1]
+        padded = jnp.pad(v, ((0, 0), (taps // 2, (taps - 1) // 2), (0, 0), (0, 0)))
+        return sum(padded[:, t:t + v.shape[1]] * kern[None, None, :, t, None] for t in range(taps))
+
+    want = jax.grad(lambda v, k: jnp.sum(shifted(v, k) * cot), argnums=(0, 1))(v, kern)
+    got = jax.grad(lambda v, k: jnp.sum(depthwise_conv(v, k) * cot), argnums=(0, 1))(v, kern)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), atol=1e-4, rtol=1e-5)
 
 
 def test_conv_option():
