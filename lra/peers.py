@@ -13,6 +13,12 @@ into the "vs best peer" table.
 
 Unless ``--retry-below`` is among the harness arguments, a case whose probe falls under 80% of the
 initial probe is re-measured (the harness's fixed default, 200 GFLOP/s, fits one machine only).
+
+``--gemm`` instead times plain (batched) matmuls of the shapes the attention layers run, in this
+JAX and in the peers venv's PyTorch, alternating the two twice (each keeps its better median), and
+prints the table: where a peer is faster, it shows whether the library's matmul already is.
+
+    python -m lra.peers --python $PEERS_HOME/venv/bin/python --gemm
 """
 
 from __future__ import annotations
@@ -49,6 +55,70 @@ def probe_gflops(n: int = 1024, reps: int = 5) -> float:
     return round(2.0 * n ** 3 / statistics.median(times) / 1e9, 1)
 
 
+# (batch, M, K, N) of the matmuls that dominate: the q/k/v/out projections at B=4, L=1024, E=512;
+# the Nystromformer pseudo-inverse (32 heads, 256 landmarks); block-local logits (B=4, H=8, 16 blocks
+# of 64 queries against 128 keys, head size 64).
+GEMM_SHAPES = ((1, 4096, 512, 512), (32, 256, 256, 256), (2048, 64, 64, 128))
+MALLOC = {"MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": "100000000000"}  # as peers.py runs
+
+# Run by both pythons: argv = framework, reps, then shapes "n,m,k,n2"; prints one JSON line each.
+_GEMM_CHILD = """
+import json, statistics, sys, time
+fw, reps, shapes = sys.argv[1], int(sys.argv[2]), [tuple(map(int, s.split(","))) for s in sys.argv[3:]]
+if fw == "torch":
+    import torch
+    torch.set_num_threads(len(__import__("os").sched_getaffinity(0)))
+    make = lambda shape, seed: torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+    mm = lambda a, b: torch.bmm(a, b)
+    version = torch.__version__
+else:
+    import jax, jax.numpy as jnp
+    make = lambda shape, seed: jax.random.normal(jax.random.key(seed), shape)
+    jmm = jax.jit(jnp.matmul)
+    mm = lambda a, b: jmm(a, b).block_until_ready()
+    version = jax.__version__
+for n, m, k, n2 in shapes:
+    a, b = make((n, m, k), 0), make((n, k, n2), 1)
+    mm(a, b); mm(a, b)
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter(); mm(a, b); times.append(time.perf_counter() - t0)
+    print(json.dumps({"framework": fw, "version": version, "shape": [n, m, k, n2],
+                      "ms": statistics.median(times) * 1e3}))
+"""
+
+
+def gemm_flops(shape: tuple[int, int, int, int]) -> float:
+    """Multiply-adds x 2 of ``batch`` products [M, K] x [K, N]."""
+    n, m, k, n2 = shape
+    return 2.0 * n * m * k * n2
+
+
+def gemm_table(python: str, shapes=GEMM_SHAPES, reps: int = 15, rounds: int = 2) -> list[str]:
+    """Markdown rows: each shape's best median time and GFLOP/s in JAX and in ``python``'s torch."""
+    best: dict[tuple[str, tuple], float] = {}
+    args = [str(reps), *(",".join(map(str, s)) for s in shapes)]
+    for _ in range(rounds):
+        for fw, exe in (("jax", sys.executable), ("torch", python)):
+            done = subprocess.run([exe, "-c", _GEMM_CHILD, fw, *args], capture_output=True,
+                                  text=True, env={**os.environ, **MALLOC}, check=False)
+            if done.returncode:
+                tail = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
+                raise RuntimeError(f"{fw} matmuls failed under {exe}: {tail}")
+            for line in done.stdout.splitlines():
+                row = json.loads(line)
+                key = (fw, tuple(row["shape"]))
+                best[key] = min(best.get(key, float("inf")), row["ms"])
+    rows = ["| batch x [M x K] @ [K x N] | JAX ms | JAX GFLOP/s | torch ms | torch GFLOP/s | JAX / torch |",
+            "|---|---|---|---|---|---|"]
+    for s in shapes:
+        j, t = best[("jax", tuple(s))], best[("torch", tuple(s))]
+        rows.append(f"| {s[0]} x [{s[1]} x {s[2]}] @ [{s[2]} x {s[3]}] | {j:.3f} | "
+                    f"{gemm_flops(s) / j / 1e6:.0f} | {t:.3f} | {gemm_flops(s) / t / 1e6:.0f} | "
+                    f"{j / t:.2f}x |")
+    return rows
+
+
 def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, list[str]]:
     p = argparse.ArgumentParser(prog="python -m lra.peers", description=__doc__.split("\n")[0],
                                 epilog="Arguments after -- go to peers.py unchanged.")
@@ -57,6 +127,9 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, list[
     p.add_argument("--script", type=Path, default=DEFAULT_SCRIPT,
                    help="the harness (default: ../shared/tools/peers/peers.py beside the checkout)")
     p.add_argument("--results-dir", type=Path, default=Path("results"))
+    p.add_argument("--gemm", action="store_true",
+                   help="time plain matmuls of the layers' shapes in JAX and in --python's torch, "
+                        "print the table and exit (no harness, no results file)")
     p.add_argument("--out", type=Path, default=None,
                    help="the jsonl to write (default: <results-dir>/efficiency/peers-cpu-<date>.jsonl);"
                         " an existing file is never appended to")
@@ -70,6 +143,18 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, list[
 
 def main(argv: list[str] | None = None) -> int:
     args, harness_args = parse_args(argv)
+    if args.gemm:
+        if not Path(args.python).exists():
+            print(f"error: no python at {args.python}", file=sys.stderr)
+            return 2
+        try:
+            rows = gemm_table(args.python)
+        except RuntimeError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 1
+        print(f"host: {results.host_info()}")
+        print("\n".join(rows))
+        return 0
     if not args.script.is_file():
         print(f"error: peers harness not found at {args.script} (give --script)", file=sys.stderr)
         return 2

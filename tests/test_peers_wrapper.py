@@ -41,3 +41,29 @@ def test_missing_harness_or_python_is_a_clear_error(tmp_path, capsys):
     script.write_text(FAKE_HARNESS)
     assert peers.main(["--python", str(tmp_path / "no-python"), "--script", str(script)]) == 2
     assert "create the peers venv" in capsys.readouterr().err
+
+
+def test_gemm_table_times_both_sides_and_reports_their_ratio(monkeypatch):
+    """The table's GFLOP/s come from the shape's FLOPs and the better median of two rounds; here
+    the "torch" side is this python's JAX again (torch is not in the test venv), so only the
+    plumbing of the child processes is exercised, not a speed."""
+    assert peers.gemm_flops((2, 3, 4, 5)) == 2 * 2 * 3 * 4 * 5
+    child = peers._GEMM_CHILD
+    monkeypatch.setattr(peers, "_GEMM_CHILD", child.replace('if fw == "torch":', 'if False:'))
+    rows = peers.gemm_table(sys.executable, shapes=((2, 8, 8, 8), (1, 16, 8, 4)), reps=3)
+    assert rows[0].startswith("| batch x [M x K] @ [K x N] | JAX ms")
+    assert rows[2].startswith("| 2 x [8 x 8] @ [8 x 8] |")
+    assert rows[3].startswith("| 1 x [16 x 8] @ [8 x 4] |")
+    for row, shape in zip(rows[2:], ((2, 8, 8, 8), (1, 16, 8, 4))):
+        cells = [float(c.strip().rstrip("x")) for c in row.strip("|").split("|")[1:]]
+        jax_ms, jax_gf, torch_ms, torch_gf, ratio = cells
+        flops = peers.gemm_flops(shape)
+        for ms, gf in ((jax_ms, jax_gf), (torch_ms, torch_gf)):
+            assert ms > 0 and abs(gf - flops / ms / 1e6) <= 0.5 + 0.05 * gf  # ms has 3 decimals
+        assert abs(ratio - jax_ms / torch_ms) <= 0.01 + 0.05 * ratio
+
+
+def test_gemm_without_torch_is_a_clear_error(capsys):
+    rc = peers.main(["--python", sys.executable, "--gemm"])  # the test venv has no torch
+    assert rc == 1
+    assert "torch matmuls failed under" in capsys.readouterr().err
