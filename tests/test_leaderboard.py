@@ -263,19 +263,24 @@ def test_device_info_names_the_host_cpu():
     assert host["cpu"] and host["cpu"] != "unknown" and host["cores"] >= 1
 
 
+def _peers_text(tmp_path, *lines) -> str:
+    """The "vs best peer" section of one peers file holding ``lines``."""
+    eff = tmp_path / "efficiency"
+    eff.mkdir(exist_ok=True)
+    (eff / "peers-cpu-2026-01-05.jsonl").write_text("\n".join(lines) + "\n")
+    return "\n".join(leaderboard.peers_section(tmp_path))
+
+
 def test_a_module_is_compared_with_a_module_peer_first(tmp_path):
     """A core peer is faster because it skips the projections: it is the comparison only when
     the mechanism has no module peer, and then the row says so."""
-    eff = tmp_path / "efficiency"
-    eff.mkdir()
-    (eff / "peers-cpu-2026-01-05.jsonl").write_text("\n".join([
+    text = _peers_text(
+        tmp_path,
         _peer_line("cosformer_official_core", "cosformer", "core", 1024, 70.0, [300, 300]),
         _peer_line("cosformer_official_module", "cosformer", "module", 1024, 250.0, [300, 300]),
         _peer_line("ours_cosformer_module", "cosformer", "module", 1024, 300.0, [300, 300]),
         _peer_line("sinkhorn_attention", "sinkhorn", "core", 1024, 60.0, [300, 300]),
-        _peer_line("ours_sinkhorn_module", "sinkhorn", "module", 1024, 300.0, [300, 300]),
-    ]) + "\n")
-    text = "\n".join(leaderboard.peers_section(tmp_path))
+        _peer_line("ours_sinkhorn_module", "sinkhorn", "module", 1024, 300.0, [300, 300]))
     assert ("| ours_cosformer_module | 1024 | 300 | cosformer_official_module (module) | 250 | 1.20x |"
             in text)
     assert ("| ours_sinkhorn_module | 1024 | 300 | sinkhorn_attention (core) | 60 | "
@@ -284,32 +289,26 @@ def test_a_module_is_compared_with_a_module_peer_first(tmp_path):
 
 def test_machine_slow_is_relative_to_the_files_median_probe(tmp_path):
     """One fast outlier probe does not mark every other case of its file as slowed."""
-    eff = tmp_path / "efficiency"
-    eff.mkdir()
-    (eff / "peers-cpu-2026-01-06.jsonl").write_text("\n".join([
+    text = _peers_text(
+        tmp_path,
         _peer_line("torch_sdpa", "softmax", "core", 1024, 500.0, [180, 400]),
         _peer_line("ours_softmax_kernel", "softmax", "core", 1024, 400.0, [170, 180]),
         _peer_line("torch_sdpa", "softmax", "core", 2048, 2000.0, [175, 180]),
-        _peer_line("ours_softmax_kernel", "softmax", "core", 2048, 1600.0, [100, 180]),
-    ]) + "\n")
-    text = "\n".join(leaderboard.peers_section(tmp_path))
+        _peer_line("ours_softmax_kernel", "softmax", "core", 2048, 1600.0, [100, 180]))
     assert "| ours_softmax_kernel | 1024 | 400 | torch_sdpa (core) | 500 | 0.80x (probes differ) |" in text
     assert "| 0.80x (probes differ, machine slow) |" in text  # 2048: 100 < 0.7 x the median 180
 
 
 def test_machine_slow_is_relative_not_absolute(tmp_path):
     """A host whose healthy probe is 80 GFLOP/s is not 'slow' everywhere: the mark is relative."""
-    eff = tmp_path / "efficiency"
-    eff.mkdir()
-    (eff / "peers-cpu-2026-01-04.jsonl").write_text("\n".join([
+    text = _peers_text(
+        tmp_path,
         json.dumps({"peers_run": {"git": "abc1234", "command": "peers.py",
                                   "host": {"cpu": "Example CPU 9000", "cores": 2}}}),
         _peer_line("torch_sdpa", "softmax", "core", 1024, 500.0, [80, 82]),
         _peer_line("ours_softmax_kernel", "softmax", "core", 1024, 400.0, [78, 80]),
         _peer_line("torch_sdpa", "softmax", "core", 2048, 2000.0, [40, 41]),
-        _peer_line("ours_softmax_kernel", "softmax", "core", 2048, 1600.0, [40, 42]),
-    ]) + "\n")
-    text = "\n".join(leaderboard.peers_section(tmp_path))
+        _peer_line("ours_softmax_kernel", "softmax", "core", 2048, 1600.0, [40, 42]))
     assert "on Example CPU 9000, 2 cores" in text
     assert "| ours_softmax_kernel | 1024 | 400 | torch_sdpa (core) | 500 | 0.80x | 79 / 81 |" in text
     assert "| 0.80x (machine slow) |" in text  # 2048: probes at about half the others
