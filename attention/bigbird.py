@@ -140,10 +140,10 @@ def bigbird_kernel(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array | N
     if n <= 2:  # every block is global
         return from_head_blocks(dense_rows(qb), length).astype(q.dtype)
     m = n - 2
-    rows = dense_rows(qb[:, :, jnp.array([0, n - 1])])  # [B, H, 2, b, Dh]
+    ends = jnp.array([0, n - 1])  # the two global blocks
+    rows = dense_rows(qb[:, :, ends])  # [B, H, 2, b, Dh]
     picks, rand_valid, select = _random_selection(n, random_blocks, kb.dtype)
     r = select.shape[2]
-    ends = jnp.array([0, n - 1])
 
     def keys_of_middle_blocks(xb):  # [B, H, N, b, Dh] -> [B, H, n - 2, (5 + r) b, Dh]
         window = neighbours(xb, (-1, 0, 1), axis=2)[:, :, 1:n - 1]
