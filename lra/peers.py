@@ -143,10 +143,11 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, list[
 
 def main(argv: list[str] | None = None) -> int:
     args, harness_args = parse_args(argv)
+    if not Path(args.python).exists():
+        print(f"error: no python at {args.python}: create the peers venv as the header of "
+              f"{args.script.name} says", file=sys.stderr)
+        return 2
     if args.gemm:
-        if not Path(args.python).exists():
-            print(f"error: no python at {args.python}", file=sys.stderr)
-            return 2
         try:
             rows = gemm_table(args.python)
         except RuntimeError as err:
@@ -157,10 +158,6 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not args.script.is_file():
         print(f"error: peers harness not found at {args.script} (give --script)", file=sys.stderr)
-        return 2
-    if not Path(args.python).exists():
-        print(f"error: no python at {args.python}: create the peers venv as the header of "
-              f"{args.script.name} says", file=sys.stderr)
         return 2
     now = dt.datetime.now(dt.UTC)
     out = args.out or args.results_dir / "efficiency" / f"peers-cpu-{now:%Y%m%dT%H%M%SZ}.jsonl"
