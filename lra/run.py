@@ -1,10 +1,11 @@
 """Train and evaluate one (task, attention) pair: ``python -m lra.run --task listops --attn cosformer``.
 
 Parse flags -> resolve the config -> ``lra.train.train_and_evaluate``. Exit status: 0 done (or the
-work directory's run had already completed, or SIGTERM with a checkpoint saved), 1 training failed
-(non-finite loss, data error, unusable checkpoint, disk full, permission denied, a path that is a
-file, ...), 2 bad command line or configuration (or the work directory is in use by another run),
-130 interrupted by SIGINT (Ctrl-C; a checkpoint is saved first). Every failure is one line on stderr.
+work directory's run had already completed, or SIGTERM stopped it: with a checkpoint saved, or
+before step 1 with nothing to save), 1 training failed (non-finite loss, data error, unusable
+checkpoint, disk full, permission denied, a path that is a file, ...), 2 bad command line or
+configuration (or the work directory is in use by another run), 130 interrupted by SIGINT (Ctrl-C; a
+checkpoint is saved first). Every failure is one line on stderr.
 """
 
 from __future__ import annotations

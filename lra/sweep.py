@@ -377,7 +377,8 @@ def sweep(plans: list[Plan], stream: TextIO) -> tuple[Tally, list[tuple[Plan, st
             said = [ln.split("result: ", 1)[1].strip() for ln in text.splitlines()
                     if ln.startswith("result: ")]
             said = said[-1] if said else ""
-            if code == 0 and not said and "SIGTERM: checkpoint saved" in text:
+            stopped = any(ln.startswith("SIGTERM: ") for ln in text.splitlines())
+            if code == 0 and not said and stopped:
                 term.requested = True  # the run alone was told to stop (the machine is going away)
             if code == 0 and said:
                 tally.done += 1
@@ -385,7 +386,7 @@ def sweep(plans: list[Plan], stream: TextIO) -> tuple[Tally, list[tuple[Plan, st
                               + (f" (resumed {p.detail})" if p.action == "resume" else "")
                               + f": {_headline(Path(said))}, result {Path(said).name}")
             elif code == 0 and term.requested:
-                progress.line(f"{head} stopped by SIGTERM after {_clock(seconds)}; checkpoint saved")
+                progress.line(f"{head} stopped by SIGTERM after {_clock(seconds)}; re-run to go on")
             else:
                 reason = (f"exit status {code}: {last_error_line(text)}" if code > 0 else
                           f"killed by signal {-code}" if code < 0 else

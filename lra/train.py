@@ -240,14 +240,21 @@ class History:
     val_curve: list[list[float]] = field(default_factory=list)  # [step, accuracy, loss] per evaluation
 
 
+class _Stopped(BaseException):
+    """A SIGTERM or SIGINT before the first step: nothing has been trained in this session."""
+
+
 class _Preemption:
-    """SIGTERM or SIGINT (Ctrl-C) sets a flag; the loop checkpoints at the next step boundary and
-    stops. A second SIGINT interrupts at once (KeyboardInterrupt), keeping the checkpoints written."""
+    """SIGTERM or SIGINT (Ctrl-C) during training sets a flag; the loop checkpoints at the next step
+    boundary and stops. A second SIGINT interrupts at once (KeyboardInterrupt), keeping the
+    checkpoints written. Before the loop is ``armed`` (data, compilation, restoring), either signal
+    stops the run at once: there is nothing new to save."""
 
     SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
     def __init__(self):
         self.requested: str | None = None  # the signal's name
+        self.armed = False
         self._previous: dict[int, Any] = {}
 
     def __enter__(self):
@@ -262,6 +269,8 @@ class _Preemption:
         if self.requested == "SIGINT" and signum == signal.SIGINT:
             raise KeyboardInterrupt
         self.requested = signal.Signals(signum).name
+        if not self.armed:
+            raise _Stopped(self.requested)
 
     def __exit__(self, *exc):
         for signum, previous in self._previous.items():
@@ -305,30 +314,39 @@ def train_and_evaluate(config: Config, workdir: Path, *, data_dir: Path,
     workdir.mkdir(parents=True, exist_ok=True)
     lock = workdir_lib.lock(workdir) if jax.process_index() == 0 else None
     opened: list[Checkpoints] = []
-    try:
-        done = workdir_lib.finished(workdir)
-        if done is not None and not force:
-            check_same_config(done["config"], config.to_dict())
-            return _existing(done, workdir, results_dir)
-        if force and jax.process_index() == 0 and (moved := workdir_lib.move_aside(workdir)):
-            print(f"--force: the earlier run's files are moved to {moved}; training from step 0",
-                  file=sys.stderr)
-        if results_dir is not None and jax.process_index() == 0:
-            workdir_lib.check_writable(results_dir)  # before step 1, not after training
-        return _train(config, workdir, data_dir=data_dir, results_dir=results_dir,
-                      progress=progress, opened=opened)
-    except BaseException:
-        # Disk full, a second Ctrl-C, ...: let the saves under way complete and be verified, so
-        # that a re-run resumes from them; the original error is the one reported.
-        for ckpt in opened:
-            try:
+    # The handlers go in before anything slow (data, compilation, restoring): a signal during
+    # setup ends the run at once with exit status 0 (SIGTERM) instead of killing it.
+    with _Preemption() as preemption:
+        try:
+            done = workdir_lib.finished(workdir)
+            if done is not None and not force:
+                check_same_config(done["config"], config.to_dict())
+                return _existing(done, workdir, results_dir)
+            if force and jax.process_index() == 0 and (moved := workdir_lib.move_aside(workdir)):
+                print(f"--force: the earlier run's files are moved to {moved}; training from "
+                      f"step 0", file=sys.stderr)
+            if results_dir is not None and jax.process_index() == 0:
+                workdir_lib.check_writable(results_dir)  # before step 1, not after training
+            return _train(config, workdir, data_dir=data_dir, results_dir=results_dir,
+                          progress=progress, opened=opened, preemption=preemption)
+        except _Stopped as stop:
+            for ckpt in opened:
                 ckpt.wait()
-            except Exception:
-                pass
-        raise
-    finally:
-        if lock is not None:
-            lock.close()
+            print(f"{stop.args[0]}: stopped before this session's first step; nothing new to save; "
+                  f"re-run the same command to go on", file=sys.stderr)
+            return {"status": "preempted", "signal": stop.args[0], "step": None}
+        except BaseException:
+            # Disk full, a second Ctrl-C, ...: let the saves under way complete and be verified,
+            # so that a re-run resumes from them; the original error is the one reported.
+            for ckpt in opened:
+                try:
+                    ckpt.wait()
+                except Exception:
+                    pass
+            raise
+        finally:
+            if lock is not None:
+                lock.close()
 
 
 def _existing(record: dict[str, Any], workdir: Path, results_dir: Path | None) -> dict[str, Any]:
@@ -371,7 +389,7 @@ def _data(task: tasks.Task, data_dir: Path) -> tuple[list, tasks.Provenance]:
 
 
 def _train(config: Config, workdir: Path, *, data_dir: Path, results_dir: Path | None,
-           progress: bool, opened: list[Checkpoints]) -> dict[str, Any]:
+           progress: bool, opened: list[Checkpoints], preemption: _Preemption) -> dict[str, Any]:
     started = time.perf_counter()
     source_commit = results.git_commit()  # the code that runs, before anything can change it
     t = config.train
@@ -412,59 +430,59 @@ def _train(config: Config, workdir: Path, *, data_dir: Path, results_dir: Path |
                mininterval=1.0, file=sys.stderr)
     status = "completed"
     last_saved = start
-    with _Preemption() as preemption:
-        step = start
-        while step < t.num_steps:
-            ckpt.record_checksums()  # of the saves completed in the background
-            if preemption.requested:
-                status = "preempted"
-                break
-            t0 = time.perf_counter()
-            batch = sharding.to_global(batches[step], data_sharding)
-            state, metrics = train_step(state, rest, batch, jax.random.fold_in(base_key, step))
-            loss, grad_norm = float(metrics["loss"]), float(metrics["grad_norm"])
-            step += 1
-            if not (math.isfinite(loss) and math.isfinite(grad_norm)):
-                ckpt.wait()
-                kept = ckpt.newest_verified("last")[0]
-                where = (f"the last good checkpoint (step {kept}, verified) is kept in "
-                         f"{ckpt.root / 'last'}" if kept is not None
-                         else "no checkpoint had been written and verified yet")
-                raise NonFiniteError(
-                    f"non-finite {'loss' if not math.isfinite(loss) else 'gradient norm'} at step "
-                    f"{step} (loss={loss}, grad_norm={grad_norm}); {where}. Lower train.lr or set "
-                    f"train.grad_clip.")
-            if step > start + 1:  # the first step of a session includes compilation
-                history.train_time_s += time.perf_counter() - t0
-                history.timed_steps += 1
-            history.last_train = {k: float(v) for k, v in metrics.items()}
-            if step % t.log_every == 0:
-                log.train(step, history.last_train, history.timed_steps, history.train_time_s)
-            bar.update(1)
-            bar.set_postfix(loss=f"{loss:.3f}", acc=f"{history.last_train['accuracy']:.3f}",
-                            val=f"{history.last_val.get('accuracy', float('nan')):.3f}",
-                            refresh=False)
+    step = start
+    preemption.armed = True
+    while step < t.num_steps:
+        ckpt.record_checksums()  # of the saves completed in the background
+        if preemption.requested:
+            status = "preempted"
+            break
+        t0 = time.perf_counter()
+        batch = sharding.to_global(batches[step], data_sharding)
+        state, metrics = train_step(state, rest, batch, jax.random.fold_in(base_key, step))
+        loss, grad_norm = float(metrics["loss"]), float(metrics["grad_norm"])
+        step += 1
+        if not (math.isfinite(loss) and math.isfinite(grad_norm)):
+            ckpt.wait()
+            kept = ckpt.newest_verified("last")[0]
+            where = (f"the last good checkpoint (step {kept}, verified) is kept in "
+                     f"{ckpt.root / 'last'}" if kept is not None
+                     else "no checkpoint had been written and verified yet")
+            raise NonFiniteError(
+                f"non-finite {'loss' if not math.isfinite(loss) else 'gradient norm'} at step "
+                f"{step} (loss={loss}, grad_norm={grad_norm}); {where}. Lower train.lr or set "
+                f"train.grad_clip.")
+        if step > start + 1:  # the first step of a session includes compilation
+            history.train_time_s += time.perf_counter() - t0
+            history.timed_steps += 1
+        history.last_train = {k: float(v) for k, v in metrics.items()}
+        if step % t.log_every == 0:
+            log.train(step, history.last_train, history.timed_steps, history.train_time_s)
+        bar.update(1)
+        bar.set_postfix(loss=f"{loss:.3f}", acc=f"{history.last_train['accuracy']:.3f}",
+                        val=f"{history.last_val.get('accuracy', float('nan')):.3f}",
+                        refresh=False)
 
-            if step % t.eval_every == 0 or step == t.num_steps:
-                val = _evaluate(eval_step, state, rest, val_src, config, mesh,
-                                max_batches=t.eval_batches)
-                history.last_val = {**val, "step": step}
-                log.write(step, "val", val)
-                history.val_curve.append([step, val["accuracy"], val["loss"]])
-                notice = at_chance.update(step, val["accuracy"], val["examples"])
-                if notice and jax.process_index() == 0:
-                    bar.write(notice, file=sys.stderr)
-                if val["accuracy"] > history.best_val_accuracy:
-                    test = _evaluate(eval_step, state, rest, test_src, config, mesh)
-                    history.best_val_accuracy, history.best_step = val["accuracy"], step
-                    history.test_at_best = test
-                    log.write(step, "test_at_best_val", test)
-                    ckpt.save("best", step, state, meta())
-            if step % t.checkpoint_every == 0 and step != last_saved:
-                history.wall_time_s += time.perf_counter() - started
-                started = time.perf_counter()
-                ckpt.save("last", step, state, meta())
-                last_saved = step
+        if step % t.eval_every == 0 or step == t.num_steps:
+            val = _evaluate(eval_step, state, rest, val_src, config, mesh,
+                            max_batches=t.eval_batches)
+            history.last_val = {**val, "step": step}
+            log.write(step, "val", val)
+            history.val_curve.append([step, val["accuracy"], val["loss"]])
+            notice = at_chance.update(step, val["accuracy"], val["examples"])
+            if notice and jax.process_index() == 0:
+                bar.write(notice, file=sys.stderr)
+            if val["accuracy"] > history.best_val_accuracy:
+                test = _evaluate(eval_step, state, rest, test_src, config, mesh)
+                history.best_val_accuracy, history.best_step = val["accuracy"], step
+                history.test_at_best = test
+                log.write(step, "test_at_best_val", test)
+                ckpt.save("best", step, state, meta())
+        if step % t.checkpoint_every == 0 and step != last_saved:
+            history.wall_time_s += time.perf_counter() - started
+            started = time.perf_counter()
+            ckpt.save("last", step, state, meta())
+            last_saved = step
     bar.close()
     history.wall_time_s += time.perf_counter() - started
     if step != last_saved:

@@ -66,3 +66,18 @@ def cli_env(devices: int | None = None, **extra: str) -> dict[str, str]:
         env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={devices}"
     env.update(extra)
     return env
+
+
+def wait_until_training(workdir, timeout: float = 300) -> None:
+    """Wait until ``workdir``'s run has logged a training record (its loop is running; the header
+    line of metrics.jsonl is written before the loop starts). Needs ``train.log_every=1``."""
+    import time
+    from pathlib import Path
+
+    metrics = Path(workdir) / "metrics.jsonl"
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if metrics.exists() and '"split": "train"' in metrics.read_text():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"{workdir}: no training record within {timeout:.0f} s")

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import ClassVar
 
 import pytest
-from helpers import cli_env
+from helpers import cli_env, wait_until_training
 
 import tasks
 from lra import leaderboard, release
@@ -314,14 +314,12 @@ def test_second_run_is_locked_out_and_sigint_saves_a_checkpoint(base, tmp_path):
     work = tmp_path / "w"
     cmd = [sys.executable, "-m", "lra.run",
            *_args(base / "data", work, tmp_path / "results", "--set", "train.num_steps=100000",
-                  "--set", "train.checkpoint_every=100000", "--set", "train.eval_every=100000")]
+                  "--set", "train.checkpoint_every=100000", "--set", "train.eval_every=100000",
+                  "--set", "train.log_every=1")]
     first = subprocess.Popen(cmd, env=cli_env(**CACHE_EVERY_COMPILE), stdout=subprocess.DEVNULL,
                              stderr=subprocess.PIPE, text=True)
     try:
-        metrics = work / "metrics.jsonl"
-        deadline = time.time() + 120
-        while time.time() < deadline and not (metrics.exists() and metrics.stat().st_size):
-            time.sleep(0.1)
+        wait_until_training(work)
         second = subprocess.run(cmd, env=cli_env(**CACHE_EVERY_COMPILE), capture_output=True, text=True,
                                 timeout=60)
         assert second.returncode == 2

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import cli_env
+from helpers import cli_env, wait_until_training
 
 pytestmark = pytest.mark.slow
 
@@ -94,13 +94,10 @@ def test_sigkill_then_resume_is_bit_identical(tmp, norm):
 
 def test_sigterm_saves_a_checkpoint_and_exits_0(tmp):
     cmd = _cmd(tmp, "term", "--set", "train.num_steps=100000", "--set",
-               "train.checkpoint_every=100000")
+               "train.checkpoint_every=100000", "--set", "train.log_every=1")
     proc = subprocess.Popen(cmd, env=cli_env(1), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             text=True)
-    metrics = tmp / "term" / "metrics.jsonl"
-    deadline = time.time() + 300
-    while time.time() < deadline and not (metrics.exists() and metrics.stat().st_size > 0):
-        time.sleep(0.1)
+    wait_until_training(tmp / "term")
     proc.send_signal(signal.SIGTERM)
     t0 = time.time()
     _, err = proc.communicate(timeout=120)
@@ -109,6 +106,39 @@ def test_sigterm_saves_a_checkpoint_and_exits_0(tmp):
     assert "SIGTERM: checkpoint saved" in err
     steps = [p.name for p in (tmp / "term" / "checkpoints" / "last").iterdir() if p.name.isdigit()]
     assert steps and int(steps[0]) > 0
+
+
+# lra.run with a SIGTERM sent to itself once the data is loaded, before compilation and step 1.
+_TERM_IN_SETUP = """
+import os, signal, sys
+import lra.train
+from lra.run import main
+real = lra.train._data
+def data_then_term(*args, **kwargs):
+    out = real(*args, **kwargs)
+    os.kill(os.getpid(), signal.SIGTERM)
+    return out
+lra.train._data = data_then_term
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_sigterm_before_the_first_step_stops_at_once_and_exits_0(tmp):
+    """Before the loop runs (data, compilation, restoring) a SIGTERM ends the run at once and
+    cleanly: exit status 0, one line that says nothing was saved, no traceback, no checkpoint; the
+    same command then trains from step 0. Before the fix the signal killed the process (-15)."""
+    cmd = _cmd(tmp, "term-setup", "--set", "train.num_steps=2")
+    out = subprocess.run([sys.executable, "-c", _TERM_IN_SETUP, *cmd[3:]], capture_output=True,
+                         text=True, timeout=300, env=cli_env(1))
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "SIGTERM: stopped before this session's first step; nothing new to save" in out.stderr
+    assert "Traceback" not in out.stderr
+    last = tmp / "term-setup" / "checkpoints" / "last"
+    assert not last.exists() or not [p for p in last.iterdir() if p.name.isdigit()]
+    assert not (tmp / "term-setup" / "result.json").exists()
+    again = _run(cmd)
+    assert "resuming" not in again.stderr
+    assert _result(tmp, "term-setup")["metrics"]["steps"] == 2
 
 
 def test_nan_stops_with_the_step_and_keeps_the_last_good_checkpoint(tmp):

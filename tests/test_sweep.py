@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import wait_until_training
 
 import attention
 from lra import results, sweep
@@ -213,6 +214,26 @@ def test_tiny_sweep_killed_then_rerun_finishes_only_what_is_missing(tmp_path):
     again = subprocess.run([*cmd, "--dry-run"], capture_output=True, text=True, timeout=120)
     assert again.returncode == 0 and "0 run, 0 resume, 4 skip, 0 conflict (4 cells)" in again.stdout
 
+
+
+@pytest.mark.slow
+def test_sigterm_passes_to_the_running_cell_which_checkpoints_and_the_rerun_resumes(tmp_path):
+    cmd = _sweep_cmd(tmp_path, "softmax", "0", "--set", "train.num_steps=100000", "--set",
+                     "train.log_every=1", "--no-leaderboard")
+    first = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_until_training(tmp_path / "wd" / "listops-softmax-tiny-seed0")
+        first.send_signal(signal.SIGTERM)
+        _, err = first.communicate(timeout=120)
+    finally:
+        first.kill()
+    assert first.returncode == 0, err[-3000:]
+    assert "[1/1] listops/softmax seed 0: stopped by SIGTERM after " in err, err[-3000:]
+    assert "SIGTERM: sweep stopped with 1 cells unfinished" in err
+    log = (tmp_path / "wd" / "listops-softmax-tiny-seed0" / "sweep.log").read_text()
+    assert "SIGTERM: checkpoint saved at step " in log
+    again = subprocess.run([*cmd, "--dry-run"], capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0 and "0 run, 1 resume, 0 skip" in again.stdout, again.stdout
 
 BROKEN_FAMILY = '''
 from flax import nnx
