@@ -365,8 +365,10 @@ def _efficiency_table(rec: dict[str, Any], runs: list[dict[str, Any]], key: tupl
              + (f" Measured matmul peak of this device: {peak / 1e9:.1f} GFLOP/s." if peak else ""),
              ""]
     header = (["attention"] + [f"steps/s {n}" for n in lengths] + [f"memory GiB {n}" for n in lengths]
-              + ["time slope", "memory slope", f"GFLOP/step {longest}", f"% of peak {longest}"])
+              + ["time slope", "memory slope", f"GFLOP/step {longest}",
+                 f"softmax's FLOPs / these {longest}", f"% of peak {longest}"])
     rows, skipped = [], []
+    softmax_last = ok.get(("softmax", longest))
     for a in families:
         speed, mem = [], []
         xs, ts, ms = [], [], []
@@ -386,9 +388,11 @@ def _efficiency_table(rec: dict[str, Any], runs: list[dict[str, Any]], key: tupl
         kt, km = efficiency.loglog_slope(xs, ts), efficiency.loglog_slope(xs, ms)
         last = ok.get((a, longest))
         flops = _num(last["flops"]["per_step"] / 1e9) if last else "—"
+        bound = (f"{softmax_last['flops']['per_step'] / last['flops']['per_step']:.2f}x"
+                 if last and softmax_last and a != "softmax" else "—")
         frac = f"{100 * last['fraction_of_peak']:.1f}" if last and last.get("fraction_of_peak") else "—"
         rows.append([a, *speed, *mem, "—" if kt is None else f"{kt:.2f}",
-                     "—" if km is None else f"{km:.2f}", flops, frac])
+                     "—" if km is None else f"{km:.2f}", flops, bound, frac])
     for r in sorted(rec["results"], key=lambda r: (r["attention"], r["length"])):
         if r["status"] != "ok":
             skipped.append(f"- `{r['attention']}` at {r['length']}: {r['reason']}")
@@ -401,7 +405,10 @@ def _efficiency_table(rec: dict[str, Any], runs: list[dict[str, Any]], key: tupl
                   f"compiled temporaries plus unaliased outputs.", ""]
     lines += ["FLOPs per step: XLA's cost analysis, or where the step has loops (which XLA counts once) "
               "the matmul and convolution FLOPs of the jaxpr with scans multiplied out, whichever is "
-              "larger; % of peak = FLOPs x steps/s / the matmul peak.", ""]
+              "larger; % of peak = FLOPs x steps/s / the matmul peak. \"softmax's FLOPs / these\" is "
+              "the speed ratio to softmax that a family would show at softmax's % of peak: a ratio "
+              "in steps/s above it means the family runs its FLOPs faster than softmax does, below "
+              "it slower.", ""]
     if skipped:
         lines += ["Skipped configurations:", "", *skipped, ""]
 
