@@ -1,5 +1,7 @@
 """The attention contract, checked for every registered family (attention/__init__.py states it)."""
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -18,6 +20,14 @@ def make(name, *, causal=False, seed=0, dropout=0.0, **opts):
     opts = {**getattr(attention.family(name), "contract_options", {}), **opts}
     return attention.build(name, dim=D, num_heads=H, qkv_dim=D, causal=causal, max_len=L,
                            dropout=dropout, rngs=nnx.Rngs(seed), **opts)
+
+
+@functools.partial(nnx.jit, static_argnames=("deterministic",))
+def run(module, x, mask=None, deterministic=True):
+    """The forward pass, jitted: one compile per test instead of one per operation (eager), which
+    took several times longer for the families with many operations (e.g. s5, mega, nystromformer).
+    test_shape_dtype_and_jit checks that eager and jitted calls agree."""
+    return module(x, mask, deterministic=deterministic)
 
 
 def inputs(seed=1, dtype=jnp.float32):
@@ -73,7 +83,7 @@ def padding_leak(module) -> float:
     x, mask = inputs()
     noise = 100.0 * jax.random.normal(jax.random.key(7), x.shape)
     x_changed = jnp.where(mask[..., None], x, noise)
-    diff = np.abs(np.asarray(module(x, mask)) - np.asarray(module(x_changed, mask)))
+    diff = np.abs(np.asarray(run(module, x, mask)) - np.asarray(run(module, x_changed, mask)))
     return float(diff[np.asarray(mask)].max())
 
 
@@ -87,9 +97,9 @@ def test_padding_cannot_leak(name, causal):
     assert leak < 1e-4, f"padding leaks into real positions (max diff {leak:.3g})"
     # and real positions do react to real inputs
     x, mask = inputs()
-    y = module(x, mask)
+    y = run(module, x, mask)
     x_real_changed = x.at[1, 3].add(5.0)
-    assert np.abs(np.asarray(module(x_real_changed, mask) - y)[np.asarray(mask)]).max() > 1e-4
+    assert np.abs(np.asarray(run(module, x_real_changed, mask) - y)[np.asarray(mask)]).max() > 1e-4
 
 
 class _LeakyLinearAttention(nnx.Module):
@@ -120,7 +130,7 @@ def test_causal_outputs_ignore_the_future(name):
     x, _ = inputs()
     t = 40
     x_future = x.at[:, t + 1:].set(jax.random.normal(jax.random.key(3), (B, L - t - 1, D)))
-    y, y2 = module(x), module(x_future)
+    y, y2 = run(module, x), run(module, x_future)
     np.testing.assert_allclose(np.asarray(y[:, : t + 1]), np.asarray(y2[:, : t + 1]), atol=1e-4)
     assert np.abs(np.asarray(y[:, t + 1:] - y2[:, t + 1:])).max() > 1e-4
 
@@ -134,7 +144,7 @@ def test_gradients_are_finite_and_nonzero(name):
         y = m(x, mask, deterministic=True)
         return jnp.sum(jnp.where(mask[..., None], y, 0.0) ** 2)
 
-    grads_m, grads_x = nnx.grad(loss, argnums=(0, 1))(module, x)
+    grads_m, grads_x = nnx.jit(nnx.grad(loss, argnums=(0, 1)))(module, x)
     leaves = jax.tree.leaves(nnx.state(grads_m, nnx.Param))
     parameter_free = not attention.family(name).__dict__.get("has_parameters", True)
     assert parameter_free or leaves, "family has no parameters to train"
@@ -150,8 +160,8 @@ def test_gradients_are_finite_and_nonzero(name):
 def test_bfloat16_input(name):
     module = make(name)
     x, mask = inputs()
-    y32 = module(x, mask)
-    y16 = module(x.astype(jnp.bfloat16), mask)
+    y32 = run(module, x, mask)
+    y16 = run(module, x.astype(jnp.bfloat16), mask)
     assert y16.dtype == jnp.bfloat16
     assert bool(jnp.all(jnp.isfinite(y16.astype(jnp.float32))))
     real = np.asarray(mask)
@@ -177,13 +187,13 @@ def test_dropout_is_active_only_when_not_deterministic(name):
     x, mask = inputs()
     dropped, plain = make(name, dropout=0.5), make(name, dropout=0.0)
     # evaluation: deterministic, and the rate does not matter
-    a = dropped(x, mask, deterministic=True)
-    np.testing.assert_array_equal(np.asarray(a), np.asarray(dropped(x, mask, deterministic=True)))
-    np.testing.assert_allclose(np.asarray(a), np.asarray(plain(x, mask, deterministic=True)), atol=1e-6)
+    a = run(dropped, x, mask, deterministic=True)
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(run(dropped, x, mask, deterministic=True)))
+    np.testing.assert_allclose(np.asarray(a), np.asarray(run(plain, x, mask, deterministic=True)), atol=1e-6)
     # training: the rate changes the output, unless the family declares it has no attention dropout
     real = np.asarray(mask)
-    train_dropped = np.asarray(dropped(x, mask, deterministic=False))
-    train_plain = np.asarray(plain(x, mask, deterministic=False))
+    train_dropped = np.asarray(run(dropped, x, mask, deterministic=False))
+    train_plain = np.asarray(run(plain, x, mask, deterministic=False))
     change = float(np.abs(train_dropped - train_plain)[real].max())
     if applies_attention_dropout(name):
         # Ignoring the rate reproduces rate 0 to the last bit (same seed, same code path) or to
@@ -192,7 +202,7 @@ def test_dropout_is_active_only_when_not_deterministic(name):
                                f"real outputs by {change:.3g}); if it has none, declare "
                                "attention_dropout = False")
         # a fresh mask each call
-        again = np.asarray(dropped(x, mask, deterministic=False))
+        again = np.asarray(run(dropped, x, mask, deterministic=False))
         assert float(np.abs(again - train_dropped)[real].max()) > 1e-5
     else:
         assert change == 0.0, (f"{name} declares attention_dropout = False but rate 0.5 changes its "
