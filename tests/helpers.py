@@ -8,6 +8,8 @@ process; ``cli_env`` passes the same flags on to a ``python -m lra...`` subproce
 from __future__ import annotations
 
 import os
+import time
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -71,9 +73,6 @@ def cli_env(devices: int | None = None, **extra: str) -> dict[str, str]:
 def wait_until_training(workdir, timeout: float = 300) -> None:
     """Wait until ``workdir``'s run has logged a training record (its loop is running; the header
     line of metrics.jsonl is written before the loop starts). Needs ``train.log_every=1``."""
-    import time
-    from pathlib import Path
-
     metrics = Path(workdir) / "metrics.jsonl"
     deadline = time.time() + timeout
     while time.time() < deadline:
