@@ -13,10 +13,13 @@ longest input set to that length, then measures (``lra/measure.py``):
 
 * **steps/s**: the median of ``--steps`` timed steps after compilation and ``--warmup`` steps. Every
   round times one step of every (family, length), so drift (thermal, other processes) hits all alike;
-  speed relative to ``softmax`` (always measured) comes from the same run.
+  speed relative to ``softmax`` (always measured) comes from the same run. The step timed is the
+  program the trainer would run: on CPU compiled with or without XLA's YNN fusions, whichever is
+  faster for that config (``--xla-cpu-fusions auto``, chosen as ``lra.train`` chooses it:
+  ``lra/xla_cpu.py``); the choice and both times are in each record.
 * **peak memory**: on CPU, XLA's compiled memory analysis (arguments + outputs - donated aliases +
-  temporaries) with XLA:CPU's YNN fusions disabled (their scratch is not counted otherwise), cross-
-  checked against the process's RSS growth during the first step. On GPU/TPU, the device's
+  temporaries) of the step compiled without the YNN fusions (their scratch is not counted otherwise),
+  cross-checked against the process's RSS growth during that program's first step. On GPU/TPU, the device's
   ``peak_bytes_in_use``, which is a process-wide high-water mark: each config is therefore measured
   in a fresh subprocess (``--isolate``, on by default there).
 * **FLOPs/step**: ``compiled.cost_analysis()``. XLA counts a while loop's body once whatever its trip
@@ -36,13 +39,8 @@ from __future__ import annotations
 
 import os
 
-# Before jax initialises its backends: XLA:CPU's YNN fusions hide their scratch from the compiled
-# memory analysis (about the same speed without them), and an accelerator must not preallocate most
-# of its memory, or a measuring subprocess could not get any and peak_bytes_in_use would mean nothing.
-os.environ["XLA_FLAGS"] = " ".join(
-    [f for f in os.environ.get("XLA_FLAGS", "").split()
-     if not f.startswith("--xla_cpu_experimental_ynn_fusion_type")]
-    + ["--xla_cpu_experimental_ynn_fusion_type="])
+# Before jax initialises its backends: an accelerator must not preallocate most of its memory, or a
+# measuring subprocess could not get any and peak_bytes_in_use would mean nothing.
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
 import argparse
@@ -66,7 +64,7 @@ from tqdm.auto import tqdm
 import attention
 import tasks
 from lra import config as config_lib
-from lra import measure, results, sharding
+from lra import measure, results, sharding, xla_cpu
 from lra.efficiency import SCHEMA, fit_slopes
 from lra.train import create_train_state
 
@@ -149,14 +147,17 @@ class Case:
     flops: dict[str, Any] = dataclasses.field(default_factory=dict)
     times: list[float] = dataclasses.field(default_factory=list)
     loss: float | None = None
+    fusions: dict[str, Any] = dataclasses.field(default_factory=dict)  # lra.xla_cpu's choice
     # runtime objects, not saved
-    compiled: Any = None
+    compiled: Any = None  # the program timed
+    variants: dict[str, Any] = dataclasses.field(default_factory=dict)  # "memory", "on", "off"
     make: Any = None
     args: Any = None
 
     def skip(self, reason: str) -> None:
         self.status, self.reason = "skipped", reason
         self.compiled = self.args = self.make = None
+        self.variants = {}
 
     @property
     def resident(self) -> int:
@@ -208,19 +209,19 @@ class Bench:
         case.compile_s = time.perf_counter() - t0
         return lowered
 
-    def finish(self, case: Case, compiled, compile_s: float) -> None:
-        """Keep the executable and read its memory and cost analyses."""
+    def finish(self, case: Case, compiled, compile_s: float, variant: str = "memory") -> None:
+        """Keep the executable; the "memory" one's memory and cost analyses are the case's."""
         case.compile_s = round(case.compile_s + compile_s, 3)
-        case.compiled_memory = measure.compiled_memory(compiled)
-        xla = measure.xla_flops(compiled)
-        case.flops = {"xla": xla, **case.flops, "per_step": max(xla, case.flops["matmul"])}
-        case.compiled = compiled
+        case.variants[variant] = compiled
+        if variant == "memory":
+            case.compiled_memory = measure.compiled_memory(compiled)
+            xla = measure.xla_flops(compiled)
+            case.flops = {"xla": xla, **case.flops, "per_step": max(xla, case.flops["matmul"])}
+            case.compiled = compiled
 
     def compile(self, case: Case) -> None:
         lowered = self.lower(case)
-        t0 = time.perf_counter()
-        compiled = lowered.compile()
-        self.finish(case, compiled, time.perf_counter() - t0)
+        self.finish(case, *_timed_compile(lowered, memory_options()))
 
     def materialize(self, case: Case) -> None:
         """Allocate the model, optimizer state and batch of an accepted case on the devices
@@ -228,26 +229,51 @@ class Bench:
         setup, batch = case.make()
         case.args = [setup.state, setup.rest, sharding.to_global(batch, self.data)]
 
-    def step(self, case: Case, key) -> float:
-        """One training step of ``case``; returns its wall time in seconds."""
+    def step(self, case: Case, key, program=None) -> float:
+        """One training step of ``case`` (its timed program, or ``program``); returns its wall
+        time in seconds."""
         state, rest, batch = case.args
-        (state, metrics), elapsed = measure.timed(case.compiled, state, rest, batch, key)
+        (state, metrics), elapsed = measure.timed(program or case.compiled, state, rest, batch, key)
         case.args[0] = state
         case.loss = float(metrics["loss"])
         return elapsed
 
     def first_step(self, case: Case, key) -> None:
-        """The first (warm-up) step, measuring the host RSS growth and the device's peak."""
+        """The first (warm-up) step of the program the memory analysis describes, measuring the
+        host RSS growth and the device's peak."""
         with measure.RssSampler() as rss:
-            self.step(case, key)
+            self.step(case, key, case.variants["memory"])
         case.memory = {"rss_growth": int(rss.growth), "rss_base": int(rss.base)}
         if (peak := measure.device_peak()) is not None:
             case.memory["device_peak"] = peak
 
 
-def _timed_compile(lowered):
+    def choose(self, case: Case, choice: str, source: str, key) -> None:
+        """Set the program to time as the trainer would (``lra.xla_cpu``): "auto" times both
+        variants on copies of the materialized state, as ``lra.train`` does before its first step."""
+        case.fusions = {"choice": choice, "source": source}
+        if choice == "auto":
+            state, rest, batch = case.args
+
+            def prepare(variant: str):
+                copy = jax.block_until_ready(jax.tree.map(lambda a: a.copy(), state))
+                return lambda: case.variants[variant](copy, rest, batch, key)
+
+            choice, medians = xla_cpu.pick(prepare)
+            case.fusions = {"choice": choice, "source": source, "step_s": medians}
+        case.compiled = case.variants[choice]
+        case.variants = {}
+
+
+def memory_options() -> dict[str, str] | None:
+    """Compiler options of the program whose memory analysis is recorded: on CPU without the YNN
+    fusions, whose scratch memory the analysis does not count."""
+    return xla_cpu.OPTIONS["off"] if jax.default_backend() == "cpu" else None
+
+
+def _timed_compile(lowered, options: dict[str, str] | None = None):
     t0 = time.perf_counter()
-    return lowered.compile(), time.perf_counter() - t0
+    return lowered.compile(compiler_options=options), time.perf_counter() - t0
 
 
 def plan_fit(cases: list[Case], budget: int, source: str) -> None:
@@ -317,6 +343,7 @@ def summarize(cases: list[Case], isolated: bool) -> list[dict[str, Any]]:
         rec: dict[str, Any] = {"attention": case.attention, "length": case.length,
                                "status": case.status, "reason": case.reason,
                                "attn_options": case.options, "compile_s": case.compile_s,
+                               "xla_cpu_fusions": case.fusions,
                                "compiled_memory": case.compiled_memory, "flops": case.flops}
         if case.status == "ok":
             median = statistics.median(case.times)
@@ -385,6 +412,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     bench = Bench(args.task, args.preset, args.overrides, args.batch, args.dtype, args.seed)
     platform = jax.devices()[0].platform
     isolate = args.isolate == "yes" or (args.isolate == "auto" and platform != "cpu")
+    choice, fusions_source = xla_cpu.resolve(args.xla_cpu_fusions)
+    memory_opts = memory_options()
+    # The step programs to time besides the memory-analysis one (lra.xla_cpu).
+    needed = list(xla_cpu.OPTIONS) if choice == "auto" else [choice]
+    extra = [v for v in needed if xla_cpu.OPTIONS[v] != memory_opts]
 
     n_pending = sum(c.status == "pending" for c in cases)
     bar = tqdm(total=n_pending * (2 + isolate + args.warmup + args.steps), desc="compile",
@@ -397,17 +429,27 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 continue
             bar.set_postfix_str(f"{case.attention} L={case.length}", refresh=True)
             try:
-                jobs[pool.submit(_timed_compile, bench.lower(case))] = case
+                lowered = bench.lower(case)
+                jobs[pool.submit(_timed_compile, lowered, memory_opts)] = case, "memory"
+                for variant in extra:
+                    jobs[pool.submit(_timed_compile, lowered, xla_cpu.OPTIONS[variant])] = \
+                        case, variant
             except Exception as err:
                 case.skip(f"failed to build or compile: {_short(err)}")
                 bar.update(1)
         for job in as_completed(jobs):
-            case = jobs[job]
+            case, variant = jobs[job]
+            if case.status != "pending":
+                continue
             try:
-                bench.finish(case, *job.result())
+                bench.finish(case, *job.result(), variant)
             except Exception as err:
                 case.skip(f"failed to build or compile: {_short(err)}")
-            bar.update(1)
+            if variant == "memory":
+                bar.update(1)
+    for case in cases:
+        if case.status == "pending":
+            case.variants.update({v: case.variants["memory"] for v in needed if v not in extra})
 
     budget, source = measure.free_memory()
     if args.budget_bytes:
@@ -442,6 +484,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             bench.first_step(case, keys[0])
             if isolate:  # keep the fresh process's device peak; this process's is a high-water mark
                 case.memory = {**case.memory, **memory}
+            bench.choose(case, choice, fusions_source, keys[0])
             for i in range(args.warmup):
                 bench.step(case, keys[1 + i])
         except Exception as err:
@@ -465,6 +508,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         if case.status == "pending":
             case.status = "ok"
         case.args = case.compiled = case.make = None
+        case.variants = {}
 
     records = summarize(cases, isolate)
     for r in records:
@@ -512,6 +556,9 @@ def parser() -> argparse.ArgumentParser:
                    help="measure each config's device peak in a fresh process (auto: on GPU/TPU)")
     p.add_argument("--peak-size", type=int, default=None,
                    help="matrix size of the matmul-peak measurement (default: 2048 CPU, 8192 else)")
+    p.add_argument("--xla-cpu-fusions", default="auto", choices=xla_cpu.CHOICES,
+                   help="time the step compiled with XLA:CPU's YNN fusions (on), without (off), or "
+                        "the faster of the two as lra.run picks it (auto, the default)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, default=None,
                    help="result file (default: <results-dir>/efficiency/<task>__<device>__b<batch>__"

@@ -545,7 +545,9 @@ def peers_section(results_dir: Path) -> list[str]:
         host = header.get("host")
         lines += [f"From `{path.name}`" + (f" (code at {header['git']}; `{header['command']}`)"
                                             if header else "")
-                  + (f", on {host['cpu']}, {host['cores']} cores" if host else "") + ":", ""]
+                  + (f", on {host['cpu']}, {host['cores']} cores" if host else "")
+                  + (f", XLA:CPU YNN fusions {header['xla_cpu_fusions']}"
+                     if header.get("xla_cpu_fusions") else "") + ":", ""]
         lines += _table(["ours", "L", "ours ms", "best peer", "peer ms", "ours / peer",
                          "probes GFLOP/s (ours / peer)"], sorted(table, key=lambda r: (r[0], int(r[1]))))
         lines += [""]

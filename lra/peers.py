@@ -34,7 +34,7 @@ import sys
 import time
 from pathlib import Path
 
-from lra import results
+from lra import results, xla_cpu
 
 DEFAULT_SCRIPT = Path(__file__).resolve().parents[2] / "shared" / "tools" / "peers" / "peers.py"
 RETRY_FRACTION = 0.8
@@ -130,6 +130,10 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, list[
     p.add_argument("--gemm", action="store_true",
                    help="time plain matmuls of the layers' shapes in JAX and in --python's torch, "
                         "print the table and exit (no harness, no results file)")
+    p.add_argument("--xla-cpu-fusions", default=None, choices=("on", "off"),
+                   help="compile the JAX cases with XLA:CPU's YNN fusions (on: XLA's default) or "
+                        "without (off), as lra.run picks per model (README 'Running'); recorded in "
+                        "the file. Default: as XLA_FLAGS says")
     p.add_argument("--out", type=Path, default=None,
                    help="the jsonl to write (default: <results-dir>/efficiency/peers-cpu-<date>.jsonl);"
                         " an existing file is never appended to")
@@ -168,14 +172,21 @@ def main(argv: list[str] | None = None) -> int:
     if "--retry-below" not in harness_args:
         harness_args += ["--retry-below", f"{RETRY_FRACTION * probe:.0f}"]
     git = results.git_commit()
+    env = {**os.environ, "LRA_PROJECT": str(Path(__file__).resolve().parents[1])}
+    if args.xla_cpu_fusions is not None:
+        flags = [f for f in env.get("XLA_FLAGS", "").split()
+                 if f.lstrip("-").partition("=")[0] != xla_cpu.FLAG]
+        env["XLA_FLAGS"] = " ".join(flags + ([f"--{xla_cpu.FLAG}="]
+                                             if args.xla_cpu_fusions == "off" else []))
     header = {"peers_run": {
         "git": git["commit"][:12], "dirty": git["dirty"],
         "command": shlex.join(["peers.py", *harness_args]),
         "host": results.host_info(), "date": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "initial_probe_gflops": probe}}
+        "initial_probe_gflops": probe, "xla_flags": env.get("XLA_FLAGS", ""),
+        "xla_cpu_fusions": ("off" if (xla_cpu.env_setting_of(env.get("XLA_FLAGS", "")) == "")
+                            else "on")}}
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(header) + "\n")
-    env = {**os.environ, "LRA_PROJECT": str(Path(__file__).resolve().parents[1])}
     cmd = [str(args.python), str(args.script), *harness_args, "--out", str(out)]
     print(f"peers: initial probe {probe} GFLOP/s; writing {out}", flush=True)
     return subprocess.run(cmd, env=env, check=False).returncode

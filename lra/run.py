@@ -60,6 +60,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--no-progress", action="store_true",
                    help="no training progress bar (generating data still shows one)")
     p.add_argument("--print-config", action="store_true", help="print the resolved config and exit")
+    p.add_argument("--xla-cpu-fusions", default="auto", choices=("auto", "on", "off"),
+                   help="on CPU, compile the training step with XLA's YNN library fusions (on), "
+                        "without (off), or time both and keep the faster (auto, the default; a "
+                        "resumed run keeps its first choice); see README 'Efficiency benchmark'")
     dist = p.add_argument_group("multi-host (see README)")
     dist.add_argument("--coordinator", default=None, help="host:port of process 0")
     dist.add_argument("--num-processes", type=int, default=None)
@@ -114,7 +118,8 @@ def main(argv: list[str] | None = None) -> int:
     data_dir = args.data_dir or default_data_dir()
     try:
         record = train_and_evaluate(cfg, workdir, data_dir=data_dir, results_dir=args.results_dir,
-                                    progress=not args.no_progress, force=args.force)
+                                    progress=not args.no_progress, force=args.force,
+                                    xla_cpu_fusions=args.xla_cpu_fusions)
     except (tasks.DataError, NonFiniteError, CheckpointError) as err:
         print(f"error: {one_line(err)}", file=sys.stderr)
         return 1

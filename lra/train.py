@@ -35,7 +35,7 @@ from jax.experimental import multihost_utils
 from tqdm.auto import tqdm
 
 import tasks
-from lra import results, sharding
+from lra import results, sharding, xla_cpu
 from lra import workdir as workdir_lib
 from lra.checkpoint import CheckpointError, Checkpoints, check_same_config
 from lra.config import Config
@@ -171,7 +171,8 @@ INITS = ("jit", "eager", "abstract")
 
 
 def create_train_state(config: Config, task: tasks.Task, mesh, *, init: str = "jit",
-                       max_len: int | None = None) -> TrainSetup:
+                       max_len: int | None = None,
+                       compiler_options: dict[str, str] | None = None) -> TrainSetup:
     """The model of ``config`` on ``task``, its optimizer and train state laid out on ``mesh``, and
     the jitted ``train_step`` (parameters and state replicated, the batch split along ``data``, the
     state donated). The trainer, the bench and the tests build through here.
@@ -187,7 +188,8 @@ def create_train_state(config: Config, task: tasks.Task, mesh, *, init: str = "j
     * ``"abstract"``: ``jax.ShapeDtypeStruct`` leaves only, nothing allocated (to lower and size
       the step before deciding to run it).
 
-    ``max_len`` overrides the task's longest input (``build_model``).
+    ``max_len`` overrides the task's longest input (``build_model``); ``compiler_options`` go to
+    XLA with the step (``jit_train_step``).
     """
     if init not in INITS:
         raise ValueError(f"init={init!r}: choose from {', '.join(INITS)}")
@@ -211,10 +213,19 @@ def create_train_state(config: Config, task: tasks.Task, mesh, *, init: str = "j
         state, rest = jax.device_put(initial(), repl)
     else:
         state, rest = jax.tree.map(_as_struct, nnx.eval_shape(initial))
-    train_step = jax.jit(make_train_step(graphdef, tx, t.grad_accum, learning_rate(t)),
-                         in_shardings=(repl, repl, sharding.batch_sharding(mesh), repl),
-                         out_shardings=(repl, repl), donate_argnums=(0,))
-    return TrainSetup(graphdef, state, rest, tx, train_step)
+    return TrainSetup(graphdef, state, rest, tx,
+                      jit_train_step(graphdef, tx, t, mesh, compiler_options))
+
+
+def jit_train_step(graphdef, tx: optax.GradientTransformation, t, mesh,
+                   compiler_options: dict[str, str] | None = None) -> Callable:
+    """The jitted step: parameters and state replicated, the batch split along ``data``, the state
+    donated; ``compiler_options`` (e.g. ``lra.xla_cpu.OPTIONS["off"]``) go to XLA."""
+    repl = sharding.replicated(mesh)
+    return jax.jit(make_train_step(graphdef, tx, t.grad_accum, learning_rate(t)),
+                   in_shardings=(repl, repl, sharding.batch_sharding(mesh), repl),
+                   out_shardings=(repl, repl), donate_argnums=(0,),
+                   compiler_options=compiler_options)
 
 
 def _as_struct(leaf):
@@ -238,6 +249,7 @@ class History:
     train_time_s: float = 0.0
     timed_steps: int = 0
     val_curve: list[list[float]] = field(default_factory=list)  # [step, accuracy, loss] per evaluation
+    xla_cpu_fusions: str = ""  # "on"/"off": the step program a resumed run must keep (lra.xla_cpu)
 
 
 class _Stopped(BaseException):
@@ -301,13 +313,15 @@ def params_digest(params) -> str:
 
 def train_and_evaluate(config: Config, workdir: Path, *, data_dir: Path,
                        results_dir: Path | None = None, progress: bool = True,
-                       force: bool = False) -> dict[str, Any]:
+                       force: bool = False, xla_cpu_fusions: str = "auto") -> dict[str, Any]:
     """Train ``config`` in ``workdir`` (resuming if it holds a checkpoint); return the result record.
 
     The result file is written under ``results_dir`` when one is given (process 0 only). A work
     directory whose run has completed returns that run's record (``status`` "existing") and
     writes nothing, unless ``force`` (the earlier run's files are moved aside, training restarts).
+    ``xla_cpu_fusions``: "auto", "on" or "off", how the step is compiled on CPU (``lra.xla_cpu``).
     """
+    xla_cpu.resolve(xla_cpu_fusions)  # a bad value fails here, before anything is built
     workdir, data_dir = Path(workdir), Path(data_dir)
     workdir_lib.not_a_file(workdir, "--workdir")
     workdir_lib.not_a_file(data_dir, "--data-dir")
@@ -328,7 +342,8 @@ def train_and_evaluate(config: Config, workdir: Path, *, data_dir: Path,
             if results_dir is not None and jax.process_index() == 0:
                 workdir_lib.check_writable(results_dir)  # before step 1, not after training
             return _train(config, workdir, data_dir=data_dir, results_dir=results_dir,
-                          progress=progress, opened=opened, preemption=preemption)
+                          progress=progress, opened=opened, preemption=preemption,
+                          xla_cpu_fusions=xla_cpu_fusions)
         except _Stopped as stop:
             for ckpt in opened:
                 ckpt.wait()
@@ -389,7 +404,8 @@ def _data(task: tasks.Task, data_dir: Path) -> tuple[list, tasks.Provenance]:
 
 
 def _train(config: Config, workdir: Path, *, data_dir: Path, results_dir: Path | None,
-           progress: bool, opened: list[Checkpoints], preemption: _Preemption) -> dict[str, Any]:
+           progress: bool, opened: list[Checkpoints], preemption: _Preemption,
+           xla_cpu_fusions: str) -> dict[str, Any]:
     started = time.perf_counter()
     source_commit = results.git_commit()  # the code that runs, before anything can change it
     t = config.train
@@ -402,7 +418,7 @@ def _train(config: Config, workdir: Path, *, data_dir: Path, results_dir: Path |
         sharding.check_batch_size(t.batch_size // t.grad_accum, mesh,
                                   "train.batch_size / train.grad_accum")
     repl, data_sharding = sharding.replicated(mesh), sharding.batch_sharding(mesh)
-    graphdef, state, rest, _, train_step = create_train_state(config, task, mesh)
+    graphdef, state, rest, tx, train_step = create_train_state(config, task, mesh)
     num_params = sum(int(np.prod(p.shape)) for p in jax.tree.leaves(state["params"]))
 
     ckpt = Checkpoints(workdir)
@@ -415,12 +431,19 @@ def _train(config: Config, workdir: Path, *, data_dir: Path, results_dir: Path |
     batches = TrainBatches(train_src, t.batch_size, seed=config.seed,
                            process_index=jax.process_index(), process_count=jax.process_count())
     base_key = jax.random.key(config.seed)
+    start = int(state["step"])
+    train_step, fusions = _choose_step(
+        xla_cpu_fusions, history, train_step,
+        lambda options: jit_train_step(graphdef, tx, t, mesh, options), state, rest,
+        lambda: sharding.to_global(batches[start], data_sharding),
+        jax.random.fold_in(base_key, start))
+    if jax.process_index() == 0:
+        print(f"xla:cpu fusions: {xla_cpu.describe(fusions)}", file=sys.stderr)
 
     def meta() -> dict[str, Any]:
         # A copy: saves are asynchronous, and the live history moves on while orbax writes.
         return {"config": config.to_dict(), "history": asdict(history)}
 
-    start = int(state["step"])
     log = MetricsLog(workdir, resume_step=start, enabled=jax.process_index() == 0,
                      run={"task": config.task, "attention": config.attention,
                           "preset": config.preset, "seed": config.seed})
@@ -525,6 +548,7 @@ def _train(config: Config, workdir: Path, *, data_dir: Path, results_dir: Path |
             "batch_stats_sha256": params_digest(state["batch_stats"]),
         },
         "device": results.device_info(),
+        "xla_cpu_fusions": fusions,
         "versions": results.versions(),
         "git": source_commit,
         "date": results.now(),
@@ -540,6 +564,43 @@ def _train(config: Config, workdir: Path, *, data_dir: Path, results_dir: Path |
             results.write_new(path, record)
             record["result_file"] = str(path)
     return record
+
+
+def _choose_step(requested: str, history: History, default_step: Callable,
+                 make_step: Callable[[dict[str, str] | None], Callable], state, rest,
+                 first_batch: Callable[[], Any], key) -> tuple[Callable, dict[str, Any]]:
+    """The step program to train with (``lra.xla_cpu``) and its record for the result file.
+
+    "auto" compiles the step with and without XLA:CPU's YNN fusions and times both on copies of the
+    state (the step donates it; nothing of the run moves). The choice goes into ``history``, so a
+    resumed run keeps the program it started with.
+    """
+    choice, source = xla_cpu.resolve(requested, history.xla_cpu_fusions or None)
+    if source == "requested" and history.xla_cpu_fusions not in ("", choice) \
+            and jax.process_index() == 0:
+        print(f"warning: this run started with XLA:CPU fusions {history.xla_cpu_fusions} and goes "
+              f"on with {choice} as requested: from here it will not match an uninterrupted run "
+              f"bit for bit", file=sys.stderr)
+    steps = {"on": default_step}
+
+    def step(variant: str) -> Callable:
+        if variant not in steps:
+            steps[variant] = make_step(xla_cpu.OPTIONS[variant])
+        return steps[variant]
+
+    record: dict[str, Any] = {"choice": choice, "source": source}
+    if choice == "auto":
+        batch = first_batch()
+
+        def prepare(variant: str):
+            copy = jax.block_until_ready(jax.tree.map(lambda a: a.copy(), state))
+            return lambda: step(variant)(copy, rest, batch, key)
+
+        choice, medians = xla_cpu.pick(prepare)
+        record = {"choice": choice, "source": source, "step_s": medians}
+    if source in ("auto", "requested", "resumed"):
+        history.xla_cpu_fusions = choice
+    return step(choice), record
 
 
 def _resume(ckpt: Checkpoints, config: Config, state, history: History, workdir: Path):

@@ -46,7 +46,10 @@ def test_result_file_schema(tiny_run):
     assert rec["model"]["num_layers"] == 1 and rec["model"]["vocab_size"] == 257
     assert rec["device"]["platform"] == "cpu" and rec["device"]["count"] >= 1
     assert "jax" in rec["versions"] and "commit" in rec["git"]
+    # conftest.py turns the YNN fusions off in XLA_FLAGS: the bench keeps that, tuning nothing
     assert "--xla_cpu_experimental_ynn_fusion_type=" in rec["xla_flags"]
+    assert {json.dumps(r["xla_cpu_fusions"]) for r in rec["results"]} == {
+        json.dumps({"choice": "off", "source": "env"})}
     assert rec["matmul_peak"]["flops_per_s"] > 0
     assert [(r["attention"], r["length"]) for r in rec["results"]] == [
         ("linear", 64), ("linear", 128), ("softmax", 64), ("softmax", 128)]

@@ -10,7 +10,7 @@ import json, os, sys
 args = sys.argv[1:]
 out = args[args.index("--out") + 1]
 line = {"peer": "ours_softmax_kernel", "seq_len": 1024, "status": "ok", "argv": args,
-        "project": os.environ["LRA_PROJECT"]}
+        "project": os.environ["LRA_PROJECT"], "xla_flags": os.environ.get("XLA_FLAGS", "")}
 with open(out, "a") as f:
     f.write(json.dumps(line) + "\\n")
 '''
@@ -32,6 +32,23 @@ def test_header_then_the_harness_lines(tmp_path):
     assert (peers.Path(line["project"]) / "attention").is_dir()  # ours_* import this checkout
     # a second run never appends to an existing file
     assert peers.main(["--python", sys.executable, "--script", str(script), "--out", str(out)]) == 2
+
+
+def test_xla_cpu_fusions_reach_the_harness_and_the_header(tmp_path, monkeypatch):
+    script = tmp_path / "peers.py"
+    script.write_text(FAKE_HARNESS)
+    flag = "--xla_cpu_experimental_ynn_fusion_type="
+    monkeypatch.setenv("XLA_FLAGS", f"--xla_backend_optimization_level=0 {flag}")
+    seen = {}
+    for choice in ("on", "off", None):
+        out = tmp_path / f"peers-{choice}.jsonl"
+        argv = ["--python", sys.executable, "--script", str(script), "--out", str(out)]
+        assert peers.main(argv + (["--xla-cpu-fusions", choice] if choice else [])) == 0
+        header, line = [json.loads(x) for x in out.read_text().splitlines()]
+        assert header["peers_run"]["xla_flags"] == line["xla_flags"]
+        assert "--xla_backend_optimization_level=0" in line["xla_flags"]  # other flags stay
+        seen[choice] = (header["peers_run"]["xla_cpu_fusions"], flag in line["xla_flags"])
+    assert seen == {"on": ("on", False), "off": ("off", True), None: ("off", True)}
 
 
 def test_missing_harness_or_python_is_a_clear_error(tmp_path, capsys):
