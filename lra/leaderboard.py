@@ -351,6 +351,26 @@ def efficiency_section(records: list[dict[str, Any]], runs: list[dict[str, Any]]
     return lines, figs
 
 
+def _fusions_line(ok: dict[tuple[str, int], dict[str, Any]], families: list[str],
+                  lengths: list[int]) -> list[str]:
+    """Which step program each config timed (``lra.xla_cpu``), for bench files that record it."""
+    chosen = {k: r["xla_cpu_fusions"] for k, r in ok.items() if r.get("xla_cpu_fusions")}
+    if not chosen:
+        return []
+    sources = sorted({c["source"] for c in chosen.values()})
+    how = ("the faster of the two, as `lra.run --xla-cpu-fusions auto` picks it"
+           if sources == ["auto"] else "source: " + ", ".join(sources))
+    off = []
+    for a in families:
+        have = [n for n in lengths if (a, n) in chosen]
+        without = [n for n in have if chosen[(a, n)]["choice"] == "off"]
+        if without:
+            off.append(f"{a} ({'every length' if without == have else ', '.join(map(str, without))})")
+    what = ("without XLA:CPU's YNN fusions for " + ", ".join(off) + "; with them for the rest"
+            if off else "with XLA:CPU's YNN fusions for every config")
+    return [f"Step program timed ({how}): {what}.", ""]
+
+
 def _efficiency_table(rec: dict[str, Any], runs: list[dict[str, Any]], key: tuple):
     device, task, batch, dtype = key
     lengths = sorted({r["length"] for r in rec["results"]})
@@ -403,6 +423,7 @@ def _efficiency_table(rec: dict[str, Any], runs: list[dict[str, Any]], key: tupl
         lines += [f"Cross-check: during each config's first step the process's resident memory grew by "
                   f"{checks[0]:.2f}-{checks[-1]:.2f}x (median {statistics.median(checks):.2f}x) the "
                   f"compiled temporaries plus unaliased outputs.", ""]
+    lines += _fusions_line(ok, families, lengths)
     lines += ["FLOPs per step: XLA's cost analysis, or where the step has loops (which XLA counts once) "
               "the matmul and convolution FLOPs of the jaxpr with scans multiplied out, whichever is "
               "larger; % of peak = FLOPs x steps/s / the matmul peak. \"softmax's FLOPs / these\" is "

@@ -88,6 +88,22 @@ def test_efficiency_table_like_lra_table2(results_dir):
     assert "- `local` at 2048: would not fit: needs 30 GiB" in text
     assert "Earlier files for this setting (not shown): `old.json`" in text
     assert "File `new.json`" in text
+    assert "Step program timed" not in text  # files from before lra.xla_cpu record no choice
+
+
+def test_efficiency_table_names_the_step_program_each_config_timed(tmp_path):
+    rec = bench_record()
+    for r in rec["results"]:
+        if r["status"] == "ok":
+            off = r["attention"] == "linear" or (r["attention"] == "local" and r["length"] == 1024)
+            r["xla_cpu_fusions"] = {"choice": "off" if off else "on", "source": "auto",
+                                    "step_s": {"on": 0.2, "off": 0.1 if off else 0.3}}
+    (tmp_path / "efficiency").mkdir()
+    (tmp_path / "efficiency" / "b.json").write_text(json.dumps(rec))
+    text = leaderboard.render(tmp_path)
+    assert ("Step program timed (the faster of the two, as `lra.run --xla-cpu-fusions auto` picks "
+            "it): without XLA:CPU's YNN fusions for linear (every length), local (1024); with them "
+            "for the rest.") in text
 
 
 def test_accuracy_tables_and_published_rows_stay_apart(results_dir):
