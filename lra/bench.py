@@ -151,12 +151,13 @@ class Case:
     # runtime objects, not saved
     compiled: Any = None  # the program timed
     variants: dict[str, Any] = dataclasses.field(default_factory=dict)  # "memory", "on", "off"
+    lowered: Any = None  # to compile the other step program when it is needed
     make: Any = None
     args: Any = None
 
     def skip(self, reason: str) -> None:
         self.status, self.reason = "skipped", reason
-        self.compiled = self.args = self.make = None
+        self.compiled = self.args = self.make = self.lowered = None
         self.variants = {}
 
     @property
@@ -205,19 +206,17 @@ class Bench:
         case.make = lambda: (create_train_state(config, task, self.mesh, init="eager",
                                                 max_len=case.length),
                              make_batch(task, self.batch, case.length))
-        lowered = traced.lower()
+        case.lowered = traced.lower()
         case.compile_s = time.perf_counter() - t0
-        return lowered
+        return case.lowered
 
-    def finish(self, case: Case, compiled, compile_s: float, variant: str = "memory") -> None:
-        """Keep the executable; the "memory" one's memory and cost analyses are the case's."""
+    def finish(self, case: Case, compiled, compile_s: float) -> None:
+        """Keep the executable and read its memory and cost analyses (``memory_options``)."""
         case.compile_s = round(case.compile_s + compile_s, 3)
-        case.variants[variant] = compiled
-        if variant == "memory":
-            case.compiled_memory = measure.compiled_memory(compiled)
-            xla = measure.xla_flops(compiled)
-            case.flops = {"xla": xla, **case.flops, "per_step": max(xla, case.flops["matmul"])}
-            case.compiled = compiled
+        case.variants["memory"] = case.compiled = compiled
+        case.compiled_memory = measure.compiled_memory(compiled)
+        xla = measure.xla_flops(compiled)
+        case.flops = {"xla": xla, **case.flops, "per_step": max(xla, case.flops["matmul"])}
 
     def compile(self, case: Case) -> None:
         lowered = self.lower(case)
@@ -250,7 +249,19 @@ class Bench:
 
     def choose(self, case: Case, choice: str, source: str, key) -> None:
         """Set the program to time as the trainer would (``lra.xla_cpu``): "auto" times both
-        variants on copies of the materialized state, as ``lra.train`` does before its first step."""
+        variants on copies of the materialized state, as ``lra.train`` does before its first step.
+
+        A variant other than the memory-analysis program is compiled here, one case at a time,
+        and only the chosen program is kept: every case holding two executables until the end
+        exhausted LLVM's memory mappings on the full 2-core run (57 cases).
+        """
+        for variant in (xla_cpu.OPTIONS if choice == "auto" else [choice]):
+            if xla_cpu.OPTIONS[variant] == memory_options():
+                case.variants[variant] = case.variants["memory"]
+            elif variant not in case.variants:
+                compiled, seconds = _timed_compile(case.lowered, xla_cpu.OPTIONS[variant])
+                case.compile_s = round(case.compile_s + seconds, 3)
+                case.variants[variant] = compiled
         case.fusions = {"choice": choice, "source": source}
         if choice == "auto":
             state, rest, batch = case.args
@@ -262,7 +273,7 @@ class Bench:
             choice, medians = xla_cpu.pick(prepare)
             case.fusions = {"choice": choice, "source": source, "step_s": medians}
         case.compiled = case.variants[choice]
-        case.variants = {}
+        case.variants, case.lowered = {}, None
 
 
 def memory_options() -> dict[str, str] | None:
@@ -413,10 +424,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     platform = jax.devices()[0].platform
     isolate = args.isolate == "yes" or (args.isolate == "auto" and platform != "cpu")
     choice, fusions_source = xla_cpu.resolve(args.xla_cpu_fusions)
-    memory_opts = memory_options()
-    # The step programs to time besides the memory-analysis one (lra.xla_cpu).
-    needed = list(xla_cpu.OPTIONS) if choice == "auto" else [choice]
-    extra = [v for v in needed if xla_cpu.OPTIONS[v] != memory_opts]
 
     n_pending = sum(c.status == "pending" for c in cases)
     bar = tqdm(total=n_pending * (2 + isolate + args.warmup + args.steps), desc="compile",
@@ -429,27 +436,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 continue
             bar.set_postfix_str(f"{case.attention} L={case.length}", refresh=True)
             try:
-                lowered = bench.lower(case)
-                jobs[pool.submit(_timed_compile, lowered, memory_opts)] = case, "memory"
-                for variant in extra:
-                    jobs[pool.submit(_timed_compile, lowered, xla_cpu.OPTIONS[variant])] = \
-                        case, variant
+                jobs[pool.submit(_timed_compile, bench.lower(case), memory_options())] = case
             except Exception as err:
                 case.skip(f"failed to build or compile: {_short(err)}")
                 bar.update(1)
         for job in as_completed(jobs):
-            case, variant = jobs[job]
-            if case.status != "pending":
-                continue
+            case = jobs[job]
             try:
-                bench.finish(case, *job.result(), variant)
+                bench.finish(case, *job.result())
             except Exception as err:
                 case.skip(f"failed to build or compile: {_short(err)}")
-            if variant == "memory":
-                bar.update(1)
-    for case in cases:
-        if case.status == "pending":
-            case.variants.update({v: case.variants["memory"] for v in needed if v not in extra})
+            bar.update(1)
 
     budget, source = measure.free_memory()
     if args.budget_bytes:
@@ -507,7 +504,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     for case in cases:
         if case.status == "pending":
             case.status = "ok"
-        case.args = case.compiled = case.make = None
+        case.args = case.compiled = case.make = case.lowered = None
         case.variants = {}
 
     records = summarize(cases, isolate)

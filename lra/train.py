@@ -432,11 +432,14 @@ def _train(config: Config, workdir: Path, *, data_dir: Path, results_dir: Path |
                            process_index=jax.process_index(), process_count=jax.process_count())
     base_key = jax.random.key(config.seed)
     start = int(state["step"])
-    train_step, fusions = _choose_step(
-        xla_cpu_fusions, history, train_step,
-        lambda options: jit_train_step(graphdef, tx, t, mesh, options), state, rest,
-        lambda: sharding.to_global(batches[start], data_sharding),
-        jax.random.fold_in(base_key, start))
+    if start < t.num_steps:
+        train_step, fusions = _choose_step(
+            xla_cpu_fusions, history, train_step,
+            lambda options: jit_train_step(graphdef, tx, t, mesh, options), state, rest,
+            lambda: sharding.to_global(batches[start], data_sharding),
+            jax.random.fold_in(base_key, start))
+    else:  # resumed at the last step: nothing to compile or time
+        fusions = {"choice": history.xla_cpu_fusions or "on", "source": "no step left to run"}
     if jax.process_index() == 0:
         print(f"xla:cpu fusions: {xla_cpu.describe(fusions)}", file=sys.stderr)
 
