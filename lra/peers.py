@@ -56,12 +56,15 @@ def probe_gflops(n: int = 1024, reps: int = 5) -> float:
 
 
 # (batch, M, K, N) of the matmuls that dominate: the q/k/v/out projections at B=4, L=1024, E=512;
-# the Nystromformer pseudo-inverse (32 heads, 256 landmarks); block-local logits (B=4, H=8, 16 blocks
-# of 64 queries against 128 keys, head size 64).
-GEMM_SHAPES = ((1, 4096, 512, 512), (32, 256, 256, 256), (2048, 64, 64, 128))
+# softmax's logits and its weighted sum of values (B=4, H=8, L=1024, head size 64); the Nystromformer
+# pseudo-inverse (32 heads, 256 landmarks); block-local logits (B=4, H=8, 16 blocks of 64 queries
+# against 128 keys, head size 64).
+GEMM_SHAPES = ((1, 4096, 512, 512), (32, 1024, 64, 1024), (32, 1024, 1024, 64), (32, 256, 256, 256),
+               (2048, 64, 64, 128))
 MALLOC = {"MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": "100000000000"}  # as peers.py runs
 
-# Run by both pythons: argv = framework, reps, then shapes "n,m,k,n2"; prints one JSON line each.
+# Run by both pythons: argv = framework, reps, then shapes "n,m,k,n2"; prints one JSON line per
+# shape and variant (JAX: XLA's default compile and one without the YNN fusions, lra/xla_cpu.py).
 _GEMM_CHILD = """
 import json, statistics, sys, time
 fw, reps, shapes = sys.argv[1], int(sys.argv[2]), [tuple(map(int, s.split(","))) for s in sys.argv[3:]]
@@ -69,22 +72,29 @@ if fw == "torch":
     import torch
     torch.set_num_threads(len(__import__("os").sched_getaffinity(0)))
     make = lambda shape, seed: torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
-    mm = lambda a, b: torch.bmm(a, b)
+    variants = {"default": lambda a, b: (lambda: torch.bmm(a, b))}
     version = torch.__version__
 else:
     import jax, jax.numpy as jnp
     make = lambda shape, seed: jax.random.normal(jax.random.key(seed), shape)
-    jmm = jax.jit(jnp.matmul)
-    mm = lambda a, b: jmm(a, b).block_until_ready()
+    def compiled(options):
+        def build(a, b):
+            c = jax.jit(jnp.matmul).lower(a, b).compile(compiler_options=options)
+            return lambda: c(a, b).block_until_ready()
+        return build
+    variants = {"default": compiled(None),
+                "no-ynn": compiled({"xla_cpu_experimental_ynn_fusion_type": ""})}
     version = jax.__version__
 for n, m, k, n2 in shapes:
     a, b = make((n, m, k), 0), make((n, k, n2), 1)
-    mm(a, b); mm(a, b)
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter(); mm(a, b); times.append(time.perf_counter() - t0)
-    print(json.dumps({"framework": fw, "version": version, "shape": [n, m, k, n2],
-                      "ms": statistics.median(times) * 1e3}))
+    for variant, build in variants.items():
+        mm = build(a, b)
+        mm(); mm()
+        times = []
+        for _ in range(reps):
+            t0 = time.perf_counter(); mm(); times.append(time.perf_counter() - t0)
+        print(json.dumps({"framework": fw, "variant": variant, "version": version,
+                          "shape": [n, m, k, n2], "ms": statistics.median(times) * 1e3}))
 """
 
 
@@ -95,7 +105,8 @@ def gemm_flops(shape: tuple[int, int, int, int]) -> float:
 
 
 def gemm_table(python: str, shapes=GEMM_SHAPES, reps: int = 15, rounds: int = 2) -> list[str]:
-    """Markdown rows: each shape's best median time and GFLOP/s in JAX and in ``python``'s torch."""
+    """Markdown rows: each shape's best median time and GFLOP/s in JAX (XLA's default compile and
+    one without the YNN fusions) and in ``python``'s torch."""
     best: dict[tuple[str, tuple], float] = {}
     args = [str(reps), *(",".join(map(str, s)) for s in shapes)]
     for _ in range(rounds):
@@ -107,15 +118,17 @@ def gemm_table(python: str, shapes=GEMM_SHAPES, reps: int = 15, rounds: int = 2)
                 raise RuntimeError(f"{fw} matmuls failed under {exe}: {tail}")
             for line in done.stdout.splitlines():
                 row = json.loads(line)
-                key = (fw, tuple(row["shape"]))
+                key = (fw, row["variant"], tuple(row["shape"]))
                 best[key] = min(best.get(key, float("inf")), row["ms"])
-    rows = ["| batch x [M x K] @ [K x N] | JAX ms | JAX GFLOP/s | torch ms | torch GFLOP/s | JAX / torch |",
-            "|---|---|---|---|---|---|"]
+    rows = ["| batch x [M x K] @ [K x N] | JAX ms | JAX GFLOP/s | JAX no-YNN ms | JAX no-YNN GFLOP/s "
+            "| torch ms | torch GFLOP/s | faster JAX / torch |",
+            "|---|---|---|---|---|---|---|---|"]
     for s in shapes:
-        j, t = best[("jax", tuple(s))], best[("torch", tuple(s))]
-        rows.append(f"| {s[0]} x [{s[1]} x {s[2]}] @ [{s[2]} x {s[3]}] | {j:.3f} | "
-                    f"{gemm_flops(s) / j / 1e6:.0f} | {t:.3f} | {gemm_flops(s) / t / 1e6:.0f} | "
-                    f"{j / t:.2f}x |")
+        j, jn, t = (best[(fw, v, tuple(s))] for fw, v in
+                    (("jax", "default"), ("jax", "no-ynn"), ("torch", "default")))
+        rows.append(f"| {s[0]} x [{s[1]} x {s[2]}] @ [{s[2]} x {s[3]}] | "
+                    + " | ".join(f"{ms:.3f} | {gemm_flops(s) / ms / 1e6:.0f}" for ms in (j, jn, t))
+                    + f" | {min(j, jn) / t:.2f}x |")
     return rows
 
 
