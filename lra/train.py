@@ -171,8 +171,7 @@ INITS = ("jit", "eager", "abstract")
 
 
 def create_train_state(config: Config, task: tasks.Task, mesh, *, init: str = "jit",
-                       max_len: int | None = None,
-                       compiler_options: dict[str, str] | None = None) -> TrainSetup:
+                       max_len: int | None = None) -> TrainSetup:
     """The model of ``config`` on ``task``, its optimizer and train state laid out on ``mesh``, and
     the jitted ``train_step`` (parameters and state replicated, the batch split along ``data``, the
     state donated). The trainer, the bench and the tests build through here.
@@ -188,8 +187,7 @@ def create_train_state(config: Config, task: tasks.Task, mesh, *, init: str = "j
     * ``"abstract"``: ``jax.ShapeDtypeStruct`` leaves only, nothing allocated (to lower and size
       the step before deciding to run it).
 
-    ``max_len`` overrides the task's longest input (``build_model``); ``compiler_options`` go to
-    XLA with the step (``jit_train_step``).
+    ``max_len`` overrides the task's longest input (``build_model``).
     """
     if init not in INITS:
         raise ValueError(f"init={init!r}: choose from {', '.join(INITS)}")
@@ -213,8 +211,7 @@ def create_train_state(config: Config, task: tasks.Task, mesh, *, init: str = "j
         state, rest = jax.device_put(initial(), repl)
     else:
         state, rest = jax.tree.map(_as_struct, nnx.eval_shape(initial))
-    return TrainSetup(graphdef, state, rest, tx,
-                      jit_train_step(graphdef, tx, t, mesh, compiler_options))
+    return TrainSetup(graphdef, state, rest, tx, jit_train_step(graphdef, tx, t, mesh))
 
 
 def jit_train_step(graphdef, tx: optax.GradientTransformation, t, mesh,
