@@ -264,19 +264,13 @@ class Bench:
                 case.variants[variant] = compiled
         case.fusions = {"choice": choice, "source": source}
         if choice == "auto":
-            state, rest, batch = case.args
-
-            def prepare(variant: str):
-                copy = jax.block_until_ready(jax.tree.map(lambda a: a.copy(), state))
-                return lambda: case.variants[variant](copy, rest, batch, key)
-
-            choice, medians = xla_cpu.pick(prepare)
+            choice, medians = xla_cpu.pick_step(case.variants.__getitem__, *case.args, key)
             case.fusions = {"choice": choice, "source": source, "step_s": medians}
         case.compiled = case.variants[choice]
         case.variants, case.lowered = {}, None
         # The program not chosen stays mapped while JAX's caches hold its lowering: drop them
-        # (the chosen programs are held by their cases). Without this the full 2-core run reached
-        # 57,000 of Linux's default 65,530 memory mappings per process before it ended.
+        # (the chosen programs are held by their cases). Without this the full 2-core run passed
+        # Linux's default limit of 65,530 memory mappings per process (about 70,000).
         jax.clear_caches()
 
 

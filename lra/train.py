@@ -590,13 +590,7 @@ def _choose_step(requested: str, history: History, default_step: Callable,
 
     record: dict[str, Any] = {"choice": choice, "source": source}
     if choice == "auto":
-        batch = first_batch()
-
-        def prepare(variant: str):
-            copy = jax.block_until_ready(jax.tree.map(lambda a: a.copy(), state))
-            return lambda: step(variant)(copy, rest, batch, key)
-
-        choice, medians = xla_cpu.pick(prepare)
+        choice, medians = xla_cpu.pick_step(step, state, rest, first_batch(), key)
         record = {"choice": choice, "source": source, "step_s": medians}
     if source in ("auto", "requested", "resumed"):
         history.xla_cpu_fusions = choice

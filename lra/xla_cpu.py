@@ -94,6 +94,16 @@ def pick(prepare: Callable[[str], Callable[[], Any]], rounds: int = 3
     return ("off" if medians["off"] < (1.0 - MARGIN) * medians["on"] else "on"), medians
 
 
+def pick_step(step: Callable[[str], Callable], state, *args) -> tuple[str, dict[str, float]]:
+    """``pick`` for a training step that donates its state: ``step(variant)(state, *args)`` runs
+    on a fresh copy of ``state`` each time, so the caller's state is never consumed."""
+    def prepare(variant: str):
+        copy = jax.block_until_ready(jax.tree.map(lambda a: a.copy(), state))
+        return lambda: step(variant)(copy, *args)
+
+    return pick(prepare)
+
+
 def describe(record: dict[str, Any]) -> str:
     """One line for the log: 'off (auto: on 0.120 s/step, off 0.090 s/step)'."""
     out = f"{record['choice']} ({record['source']}"
