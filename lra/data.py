@@ -17,21 +17,15 @@ to stderr and exit with status 2.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import tasks
 from lra import config as config_lib
+from tasks import default_data_dir
 
 __all__ = ["default_data_dir", "main"]
-
-
-def default_data_dir() -> Path:
-    """``$LRA_DATA_DIR`` if set, else ``~/.cache/lra``."""
-    env = os.environ.get("LRA_DATA_DIR")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "lra"
 
 
 class UsageError(ValueError):

@@ -43,7 +43,8 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-from tasks import DataError
+from tasks import DataError, default_data_dir
+from tasks.net import reachable
 
 __all__ = ["DEFAULT_URL", "ReleaseError", "download", "extract", "fetch_release", "sha256_file"]
 
@@ -159,8 +160,6 @@ def _one_request(url: str, part: Path, timeout: float, progress: bool) -> int:
 def download(url: str, dest: Path, *, attempts: int = 5, timeout: float = 30.0,
              retry_wait: float = 2.0, progress: bool = True) -> Path:
     """Download ``url`` to ``dest`` (via ``dest.part``, resumable). Returns ``dest``."""
-    from tasks._tfds import reachable
-
     dest = Path(dest)
     if dest.is_file():
         print(f"{dest} is already there; not downloading it again", file=sys.stderr)
@@ -299,8 +298,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> None:
     """The ``fetch-release`` sub-command of ``python -m lra.data``."""
-    from lra.data import default_data_dir
-
     fetch_release(args.out if args.out is not None else default_data_dir(), url=args.url,
                   sha256=args.sha256, delete_archive=args.delete_archive,
                   progress=not args.no_progress)

@@ -42,6 +42,7 @@ __all__ = [
     "available",
     "build",
     "check_examples",
+    "default_data_dir",
     "example_index",
     "family",
     "register",
@@ -50,6 +51,12 @@ __all__ = [
 
 # The fewest examples a split may have: an evaluation over nothing measures nothing.
 MIN_EXAMPLES = 1
+
+
+def default_data_dir() -> Path:
+    """``$LRA_DATA_DIR`` if set, else ``~/.cache/lra``."""
+    env = os.environ.get("LRA_DATA_DIR")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "lra"
 
 
 class DataError(RuntimeError):

@@ -19,11 +19,9 @@ the data, instead of letting tfds retry a download for minutes.
 from __future__ import annotations
 
 import functools
-import http.client
 import importlib.util
 import json
 import sys
-import threading
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -33,33 +31,11 @@ from pathlib import Path
 from typing import Any
 
 from tasks import DataError
+from tasks.net import PROBE_TIMEOUT_S, reachable
 
 __all__ = ["PREPARE_EXTRA", "PROBE_TIMEOUT_S", "TfdsDataset", "first", "reachable"]
 
 PREPARE_EXTRA = "prepare"  # the pyproject extra that installs TensorFlow for preparing
-PROBE_TIMEOUT_S = 3.0
-
-
-def reachable(url: str, timeout: float = PROBE_TIMEOUT_S) -> bool:
-    """Whether ``url``'s server answers an HTTP HEAD request (any status) within ``timeout`` seconds,
-    name lookup, proxies (``*_proxy`` variables) and redirects included."""
-    outcome: list[bool] = []
-
-    def probe() -> None:
-        request = urllib.request.Request(url, method="HEAD", headers={"User-Agent": "lra-probe"})
-        try:
-            with urllib.request.urlopen(request, timeout=timeout):
-                outcome.append(True)
-        except urllib.error.HTTPError:
-            outcome.append(True)  # the server answered
-        except (OSError, ValueError, http.client.HTTPException):
-            outcome.append(False)
-
-    # A daemon thread bounds the whole probe (the socket timeout does not cover name lookup).
-    thread = threading.Thread(target=probe, daemon=True, name="lra-network-probe")
-    thread.start()
-    thread.join(timeout)
-    return bool(outcome and outcome[0])
 
 
 def _tensorflow_installed() -> bool:

@@ -17,8 +17,10 @@ import numpy as np
 import pytest
 
 import tasks
-from lra import bench, efficiency, leaderboard, measure
 from lra import config as config_lib
+from lra import leaderboard
+from lra.bench import efficiency, measure
+from lra.bench import steps as bench
 
 TINY = ["--preset", "tiny", "--peak-size", "256", "--no-progress"]
 

@@ -7,6 +7,7 @@ import sys
 import pytest
 
 from lra import curves, leaderboard
+from lra.leaderboard.curves import chance_level
 from lra.metrics_log import MetricsLog
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -43,11 +44,11 @@ def test_curves_are_byte_identical_across_calls(workdirs, tmp_path):
 
 
 def test_chance_lines_come_from_the_task_registry():
-    assert curves.chance_level("listops", "val_accuracy") == (0.1, "1/10")
-    assert curves.chance_level("pathfinder", "train_accuracy") == (0.5, "1/2")
-    level, how = curves.chance_level("pathfinder", "val_loss")
+    assert chance_level("listops", "val_accuracy") == (0.1, "1/10")
+    assert chance_level("pathfinder", "train_accuracy") == (0.5, "1/2")
+    level, how = chance_level("pathfinder", "val_loss")
     assert how == "ln 2" and level == pytest.approx(0.6931, abs=1e-4)
-    assert curves.chance_level("listops", "train_lr") is None
+    assert chance_level("listops", "train_lr") is None
 
 
 def test_curve_points_and_legend_come_from_metrics_jsonl(workdirs):

@@ -1,8 +1,8 @@
-"""The first-GPU check (lra/device_check.py) end to end at toy sizes on CPU: no typo waits for a GPU."""
+"""The first-GPU check (lra/bench/device_check.py) end to end at toy sizes on CPU: no typo waits for a GPU."""
 
 import json
 
-from lra import bench
+from lra.bench import device_check
 
 TINY_BENCH = ["--bench-set", "model.num_layers=1", "--bench-set", "model.emb_dim=32", "--bench-set",
               "model.qkv_dim=32", "--bench-set", "model.mlp_dim=64", "--bench-set", "model.num_heads=2"]
@@ -14,7 +14,7 @@ TINY_TRAIN = ["--train-preset", "tiny", "--train-set", "data.train_size=64", "--
 def test_device_check_runs_every_phase_at_toy_sizes(tmp_path):
     results_dir = tmp_path / "results"
     # Two families (the default is all; softmax is always added): compile time, not coverage.
-    code = bench.main(["--device-check", "--results-dir", str(results_dir), "--lengths", "32",
+    code = device_check.main(["--results-dir", str(results_dir), "--lengths", "32",
                        "--attn", "cosformer,local",
                        "--batch", "2", "--steps", "1", "--warmup", "0", "--dtype", "bfloat16",
                        "--train-steps", "2", "--workdir", str(tmp_path / "work"),
@@ -36,7 +36,7 @@ def test_device_check_runs_every_phase_at_toy_sizes(tmp_path):
 
 
 def test_device_check_reports_a_failing_phase(tmp_path):
-    code = bench.main(["--device-check", "--results-dir", str(tmp_path), "--skip-bench",
+    code = device_check.main(["--results-dir", str(tmp_path), "--skip-bench",
                        "--train-steps", "1", "--train-set", "no.such_key=1", "--scan-length", "16",
                        "--workdir", str(tmp_path / "work")])
     assert code == 1

@@ -2,10 +2,14 @@
 
 import json
 import shutil
+import subprocess
+import sys
 
 import pytest
 
-from lra import efficiency, leaderboard
+from lra import leaderboard
+from lra.bench import efficiency
+from lra.leaderboard.peers import peers_section
 
 PNG = b"\x89PNG\r\n\x1a\n"
 LENGTHS = (512, 1024, 2048)
@@ -205,7 +209,7 @@ def _peer_line(peer, mech, kind, seq_len, ms, probes):
 def test_vs_best_peer_table_from_peers_files(tmp_path):
     eff = tmp_path / "efficiency"
     eff.mkdir()
-    assert leaderboard.peers_section(tmp_path) == []  # no peers file, no section
+    assert peers_section(tmp_path) == []  # no peers file, no section
     (eff / "peers-cpu-2026-01-03.jsonl").write_text("\n".join([
         json.dumps({"peers_run": {"git": "abc1234", "command": "peers.py --seq-lens 1024"}}),
         json.dumps({"matmul_peak": {}}),
@@ -220,7 +224,7 @@ def test_vs_best_peer_table_from_peers_files(tmp_path):
         _peer_line("ours_nystromformer_module", "nystromformer", "module", 1024, 300.0, [300, 300]),
         _peer_line("ours_fnet_module", "fnet", "module", 1024, 10.0, [300, 300]),  # no peer
     ]) + "\n")
-    text = "\n".join(leaderboard.peers_section(tmp_path))
+    text = "\n".join(peers_section(tmp_path))
     assert "code at abc1234" in text
     assert ("| ours_softmax_kernel | 1024 | 500 | torch_sdpa (core) | 200 | 2.50x | 300 / 300 |"
             in text)  # the fastest peer, not jax_nn_dpa
@@ -287,7 +291,7 @@ def _peers_text(tmp_path, *lines) -> str:
     eff = tmp_path / "efficiency"
     eff.mkdir(exist_ok=True)
     (eff / "peers-cpu-2026-01-05.jsonl").write_text("\n".join(lines) + "\n")
-    return "\n".join(leaderboard.peers_section(tmp_path))
+    return "\n".join(peers_section(tmp_path))
 
 
 def test_a_module_is_compared_with_a_module_peer_first(tmp_path):
@@ -331,3 +335,14 @@ def test_machine_slow_is_relative_not_absolute(tmp_path):
     assert "on Example CPU 9000, 2 cores" in text
     assert "| ours_softmax_kernel | 1024 | 400 | torch_sdpa (core) | 500 | 0.80x | 79 / 81 |" in text
     assert "| 0.80x (machine slow) |" in text  # 2048: probes at about half the others
+
+
+def test_the_leaderboard_imports_no_jax_and_the_core_no_satellite():
+    """The layout rule (lra/__init__.py): the leaderboard runs where JAX is absent, and the modules on
+    the path of a run import neither satellite package."""
+    subprocess.run([sys.executable, "-c", "import sys, lra.leaderboard; "
+                    "assert 'jax' not in sys.modules, 'lra.leaderboard imported jax'"], check=True)
+    core = "lra.run, lra.sweep, lra.train, lra.data, lra.release, lra.families"
+    subprocess.run([sys.executable, "-c", f"import sys, {core}; bad = sorted(m for m in sys.modules "
+                    "if m.startswith(('lra.bench', 'lra.leaderboard'))); assert not bad, bad"],
+                   check=True)

@@ -6,7 +6,7 @@ import random
 import numpy as np
 import pytest
 
-from lra import leaderboard
+from lra.leaderboard import cells as leaderboard
 
 
 def student_t_cdf(t: float, df: int) -> float:

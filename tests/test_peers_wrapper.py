@@ -1,9 +1,9 @@
-"""`python -m lra.peers`: the provenance line, the harness's own lines after it, clear errors."""
+"""`python -m lra.bench.peers`: the provenance line, the harness's own lines after it, clear errors."""
 
 import json
 import sys
 
-from lra import peers
+from lra.bench import peers
 
 FAKE_HARNESS = '''
 import json, os, sys

@@ -9,7 +9,7 @@ For each (family, length) the bench resolves the family's run config as ``python
 (``lra.config.load(task, family, preset=--preset, overrides=--set)``, with ``model.dtype`` and
 ``train.batch_size`` from ``--dtype`` and ``--batch``), builds the trainer's own model, state and step
 (``lra.train.create_train_state``: forward, backward, optimizer update, dropout on) with the model's
-longest input set to that length, then measures (``lra/measure.py``):
+longest input set to that length, then measures (``lra/bench/measure.py``):
 
 * **steps/s**: the median of ``--steps`` timed steps after compilation and ``--warmup`` steps. Every
   round times one step of every (family, length), so drift (thermal, other processes) hits all alike;
@@ -64,8 +64,9 @@ from tqdm.auto import tqdm
 import attention
 import tasks
 from lra import config as config_lib
-from lra import measure, results, sharding, xla_cpu
-from lra.efficiency import SCHEMA, fit_slopes
+from lra import results, sharding, xla_cpu
+from lra.bench import measure
+from lra.bench.efficiency import SCHEMA, fit_slopes
 from lra.train import create_train_state
 
 BASELINE = "softmax"
@@ -528,7 +529,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m lra.bench", description=__doc__.split("\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
-                                epilog="See the module docstring (lra/bench.py) for what is measured.")
+                                epilog="See the module docstring (lra/bench/steps.py) for what is measured.")
     p.add_argument("--attn", default="all",
                    help="'all' or comma-separated family names (softmax, the baseline, is always added)")
     p.add_argument("--lengths", default=",".join(map(str, DEFAULT_LENGTHS)),
@@ -566,10 +567,6 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    if argv[:1] == ["--device-check"]:  # the first-GPU check: lra/device_check.py
-        from lra import device_check
-
-        return device_check.main(argv[1:])
     args = parser().parse_args(argv)
     if args._measure is not None:
         print(_RESULT_MARK + json.dumps(_measure_one(json.loads(args._measure))), flush=True)
@@ -607,6 +604,3 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  skipped {r['attention']} L={r['length']}: {r['reason']}", file=sys.stderr)
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,5 +1,4 @@
-"""One command for the first accelerator this project is lent: ``python -m lra.device_check``
-(also ``python -m lra.bench --device-check``).
+"""One command for the first accelerator this project is lent: ``python -m lra.bench.device_check``.
 
 On one GPU it should finish in under 8 minutes, compilation included, and leaves under
 ``--results-dir``:
@@ -30,14 +29,15 @@ import sys
 import time
 from pathlib import Path
 
-from lra import bench, results
+from lra import results
 from lra import run as run_cli
+from lra.bench import steps as bench
 
 TRAIN_FAMILIES = ("softmax", "cosformer")
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m lra.device_check",
+    p = argparse.ArgumentParser(prog="python -m lra.bench.device_check",
                                 description=__doc__.split("\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--results-dir", type=Path, default=Path("results"))
@@ -149,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
         "kind": "device-check", "ok": ok, "phases": log,
         "seconds": round(time.perf_counter() - started, 1), "device": device,
         "versions": results.versions(), "git": results.git_commit(), "date": results.now(),
-        "command": ["python", "-m", "lra.device_check", *argv]}) + "\n")
+        "command": ["python", "-m", "lra.bench.device_check", *argv]}) + "\n")
     print(f"device-check: wrote {out}; {'all phases passed' if ok else 'SOME PHASES FAILED'}")
     return 0 if ok else 1
 

@@ -1,6 +1,6 @@
 """Run the peers harness (``../shared/tools/peers/peers.py``) into a results file with provenance.
 
-    python -m lra.peers --python $PEERS_HOME/venv/bin/python -- \\
+    python -m lra.bench.peers --python $PEERS_HOME/venv/bin/python -- \\
         --peers torch_sdpa ours_softmax_kernel --seq-lens 1024 2048 4096 --modes fwdbwd
 
 The harness times third-party attention implementations next to ours, each case in its own process,
@@ -18,7 +18,7 @@ initial probe is re-measured (the harness's fixed default, 200 GFLOP/s, fits one
 JAX and in the peers venv's PyTorch, alternating the two twice (each keeps its better median), and
 prints the table: where a peer is faster, it shows whether the library's matmul already is.
 
-    python -m lra.peers --python $PEERS_HOME/venv/bin/python --gemm
+    python -m lra.bench.peers --python $PEERS_HOME/venv/bin/python --gemm
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from pathlib import Path
 
 from lra import results, xla_cpu
 
-DEFAULT_SCRIPT = Path(__file__).resolve().parents[2] / "shared" / "tools" / "peers" / "peers.py"
+DEFAULT_SCRIPT = Path(__file__).resolve().parents[3] / "shared" / "tools" / "peers" / "peers.py"
 RETRY_FRACTION = 0.8
 
 
@@ -133,7 +133,7 @@ def gemm_table(python: str, shapes=GEMM_SHAPES, reps: int = 15, rounds: int = 2)
 
 
 def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, list[str]]:
-    p = argparse.ArgumentParser(prog="python -m lra.peers", description=__doc__.split("\n")[0],
+    p = argparse.ArgumentParser(prog="python -m lra.bench.peers", description=__doc__.split("\n")[0],
                                 epilog="Arguments after -- go to peers.py unchanged.")
     p.add_argument("--python", required=True,
                    help="the peers venv's python (torch and the peer packages live there)")
@@ -185,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     if "--retry-below" not in harness_args:
         harness_args += ["--retry-below", f"{RETRY_FRACTION * probe:.0f}"]
     git = results.git_commit()
-    env = {**os.environ, "LRA_PROJECT": str(Path(__file__).resolve().parents[1])}
+    env = {**os.environ, "LRA_PROJECT": str(Path(__file__).resolve().parents[2])}
     if args.xla_cpu_fusions is not None:
         flags = [f for f in env.get("XLA_FLAGS", "").split()
                  if f.lstrip("-").partition("=")[0] != xla_cpu.FLAG]

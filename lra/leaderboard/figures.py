@@ -16,7 +16,7 @@ import matplotlib.ticker
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from lra.efficiency import loglog_slope
+from lra.bench.efficiency import loglog_slope
 
 DPI = 100
 RC = {"svg.hashsalt": "lra", "font.family": "DejaVu Sans", "font.size": 9, "axes.grid": True,

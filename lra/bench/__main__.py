@@ -1,0 +1,5 @@
+import sys
+
+from lra.bench.steps import main
+
+sys.exit(main())

@@ -1,0 +1,5 @@
+import sys
+
+from lra.leaderboard.build import main
+
+sys.exit(main())

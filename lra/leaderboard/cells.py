@@ -1,0 +1,86 @@
+"""One cell of a table: the statistics of its seeds, the markers (best, tied, few seeds), and the
+Markdown table every section prints."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import Counter
+from dataclasses import dataclass
+
+# Two-sided 95% Student-t quantiles t(0.975, df) for df = n - 1 = 1..30 (printed tables, 3
+# decimals; scipy is not a dependency); beyond 30 the normal 1.96 (at df = 40 the exact value is
+# 2.021, so intervals there are up to 3% too narrow).
+T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160,
+        2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056,
+        2.052, 2.048, 2.045, 2.042)
+
+
+CELL_LEGEND = ("Each cell: mean ± sample std over seeds [95% Student-t interval of the mean] (n "
+               "seeds); **bold**: the task's best mean; ≈: its interval overlaps the best's "
+               "(tied with it: no real difference shown); †: fewer seeds than the table's usual n.")
+
+
+def t975(df: int) -> float:
+    return T975[df - 1] if df <= len(T975) else 1.96
+
+
+@dataclass(frozen=True)
+class CellStats:
+    """Seeds of one (family, task) cell, in percent: the interval is mean ± t * std / sqrt(n)."""
+
+    n: int
+    mean: float
+    std: float | None = None  # sample std (n - 1), where n >= 2
+    low: float | None = None
+    high: float | None = None
+
+
+def cell_stats(values: list[float]) -> CellStats | None:
+    """Statistics of accuracies in [0, 1], as percentages; None without values. The values are
+    sorted first so that the same seeds in another file order give the same bytes."""
+    if not values:
+        return None
+    pct = sorted(100.0 * v for v in values)
+    mean = statistics.fmean(pct)
+    if len(pct) == 1:
+        return CellStats(1, mean)
+    std = statistics.stdev(pct)
+    half = t975(len(pct) - 1) * std / math.sqrt(len(pct))
+    return CellStats(len(pct), mean, std, mean - half, mean + half)
+
+
+def _cell(s: CellStats | None, *, best: bool = False, tied: bool = False, few: bool = False) -> str:
+    if s is None:
+        return "—"
+    text = (f"{s.mean:.2f} (1)" if s.std is None else
+            f"{s.mean:.2f} ± {s.std:.2f} [{s.low:.2f}, {s.high:.2f}] ({s.n})")
+    return (f"**{text}**" if best else text) + (" ≈" if tied else "") + (" †" if few else "")
+
+
+def marked_cells(cells: dict[tuple[str, str], list[float]], attns: list[str],
+                 task_names: list[str]) -> dict[tuple[str, str], str]:
+    """Every (attention, task) cell's text with its markers: per task the best mean in bold, the
+    families whose 95% interval overlaps the best's marked tied (only where both have n >= 2), and
+    cells with fewer seeds than the table's most common n (the larger on a tie) flagged."""
+    stats = {(a, t): cell_stats(cells.get((a, t), [])) for a in attns for t in task_names}
+    counts = Counter(s.n for s in stats.values() if s is not None)
+    usual = max(counts, key=lambda n: (counts[n], n)) if counts else 0
+    out = {}
+    for t in task_names:
+        column = {a: stats[(a, t)] for a in attns if stats[(a, t)] is not None}
+        best = max(column, key=lambda a: column[a].mean) if column else None  # first in name order
+        top = column.get(best)
+        for a in attns:
+            s = stats[(a, t)]
+            tied = (s is not None and a != best and top.low is not None and s.low is not None
+                    and s.low <= top.high and top.low <= s.high)
+            out[(a, t)] = _cell(s, best=a == best, tied=tied, few=s is not None and s.n < usual)
+    return out
+
+
+def md_table(header: list[str], rows: list[list[str]]) -> list[str]:
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    out += ["| " + " | ".join(r) + " |" for r in rows]
+    return out
+

@@ -1,0 +1,83 @@
+"""The "vs best peer" tables: our attention layers against third-party implementations, from the
+peers files of ``python -m lra.bench.peers``."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+from lra.leaderboard.cells import md_table
+from lra.leaderboard.load import ResultFileError
+
+PEER_MECHANISM = {"nystromformer": "nystrom", "local": "local/block", "reformer": "reformer-lsh"}
+
+
+PROBE_TOLERANCE = 0.15  # ours and the peer compared only when their GEMM probes are this close
+
+
+HEALTHY_FRACTION = 0.7  # a probe under this fraction of the file's median probe: the machine was slowed
+
+
+_KIND_MARK = {"module": "ours has q/k/v/out projections, the peer none",
+              "core": "the peer has projections, ours none"}
+
+
+def peers_section(results_dir: Path) -> list[str]:
+    """"vs best peer" tables from ``efficiency/peers-cpu-*.jsonl`` (``shared/tools/peers/peers.py``
+    output; ours and the peers measured in one invocation, so one file is one comparison).
+
+    Per (our entry, length): the fastest peer of the same mechanism and the same kind in the same
+    file (a module, with q/k/v/out projections, against a module; a core against a core), else the
+    fastest of the other kind, marked, since then one side does work the other does not. Then the
+    ratio of fwd+bwd medians (ours / peer: below 1 is faster) and each side's GEMM probes (GFLOP/s
+    before and after its case). A pair whose probes differ by more than 15% is marked, and so is
+    one with any probe under 70% of the file's median probe (the shared machine was slowed down;
+    relative, because a healthy probe is ~300 GFLOP/s on one host CPU and ~80 on another, and to
+    the median, not the best, so that one fast outlier does not mark a whole file): such a ratio
+    measures the machine's load as much as the code.
+    """
+    files = sorted((Path(results_dir) / "efficiency").glob("peers-cpu-*.jsonl"))
+    if not files:
+        return []
+    lines = ["### Attention layer vs the best third-party implementation (CPU, fwd+bwd)", ""]
+    for path in files:
+        try:
+            rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        except json.JSONDecodeError as err:
+            raise ResultFileError(f"{path}: not a valid peers file ({err!r})") from err
+        header = next((r for r in rows if "peers_run" in r), {}).get("peers_run", {})
+        cases = [r for r in rows if r.get("status") == "ok" and "fwdbwd_ms_median" in r]
+        probes = [p for r in cases for p in r.get("fwdbwd_probe_gflops") or []]
+        healthy_probe = HEALTHY_FRACTION * statistics.median(probes) if probes else 0.0
+        table = []
+        for ours in (r for r in cases if r["peer"].startswith("ours_")):
+            mech = PEER_MECHANISM.get(ours["mechanism"], ours["mechanism"])
+            rivals = [r for r in cases if not r["peer"].startswith("ours_")
+                      and r["mechanism"] == mech and r["seq_len"] == ours["seq_len"]]
+            if not rivals:
+                continue
+            alike = [r for r in rivals if r["kind"] == ours["kind"]]
+            best = min(alike or rivals, key=lambda r: r["fwdbwd_ms_median"])
+            probe = lambda r: statistics.fmean(r.get("fwdbwd_probe_gflops") or [0])  # noqa: E731
+            close = abs(probe(ours) - probe(best)) <= PROBE_TOLERANCE * max(probe(ours), probe(best))
+            healthy = min(ours.get("fwdbwd_probe_gflops") or [0]) >= healthy_probe and \
+                min(best.get("fwdbwd_probe_gflops") or [0]) >= healthy_probe
+            ratio = ours["fwdbwd_ms_median"] / best["fwdbwd_ms_median"]
+            marks = ([] if alike else [_KIND_MARK.get(ours["kind"], "other kind")]) + \
+                ([] if close else ["probes differ"]) + ([] if healthy else ["machine slow"])
+            table.append([ours["peer"], str(ours["seq_len"]), f"{ours['fwdbwd_ms_median']:.0f}",
+                          f"{best['peer']} ({best['kind']})", f"{best['fwdbwd_ms_median']:.0f}",
+                          f"{ratio:.2f}x" + (f" ({', '.join(marks)})" if marks else ""),
+                          " / ".join(f"{probe(r):.0f}" for r in (ours, best))])
+        host = header.get("host")
+        lines += [f"From `{path.name}`" + (f" (code at {header['git']}; `{header['command']}`)"
+                                            if header else "")
+                  + (f", on {host['cpu']}, {host['cores']} cores" if host else "")
+                  + (f", XLA:CPU YNN fusions {header['xla_cpu_fusions']}"
+                     if header.get("xla_cpu_fusions") else "") + ":", ""]
+        lines += md_table(["ours", "L", "ours ms", "best peer", "peer ms", "ours / peer",
+                         "probes GFLOP/s (ours / peer)"], sorted(table, key=lambda r: (r[0], int(r[1]))))
+        lines += [""]
+    return lines
+
