@@ -19,20 +19,40 @@ A family is one ``flax.nnx.Module`` class in its own file in this package, regis
 * ``deterministic=False`` enables dropout (rng stream ``dropout``) and any random-feature redraw.
 * Options are keyword arguments with defaults; ``check_options`` validates user options against them.
   A family without a causal mode does not declare ``causal`` (``build(..., causal=True)`` then fails).
-* Class attributes describe the family for the README table and the tests: ``paper`` (citation),
-  ``complexity`` (e.g. ``"O(L d^2)"``) and ``subquadratic`` (True if memory grows slower than L^2;
-  checked by tests/test_attention_memory.py). Optionally ``parameter_note``: why the family's
-  parameter count differs from softmax attention's at the same encoder size (e.g. FNet has no
-  projections); tests/test_comparability.py holds every family without one to within 10% of
-  softmax's count on every task. Optionally ``contract_options``: small-size options
-  (e.g. ``{"block_size": 8}``) under which the shared contract tests, run at L=64, exercise the
-  family's real structure instead of a degenerate one-block case. ``discrete_routing = True`` marks
-  families whose routing is a discontinuous function of the input (LSH buckets): the bf16 contract
-  test then requires agreement at 95% of positions rather than all. ``attention_dropout = False``
-  declares that the family applies no attention dropout (it has no attention weights to drop, or its
-  paper drops none): its ``dropout`` argument is accepted and ignored. Every other family must
-  drop attention weights when ``deterministic=False`` and ``dropout > 0``; the contract test checks
-  both ways (train-mode outputs change with the rate, or provably do not for a declared family).
+* What a family may declare (class attributes unless marked; the tests and the config read them):
+
+  ====================== ======== ===============================================================
+  name                   needed   meaning
+  ====================== ======== ===============================================================
+  ``paper``              required citation (authors, title, venue, arXiv id) for the README table
+  ``complexity``         required e.g. ``"O(L d^2)"``, for the README table
+  ``subquadratic``       required True if memory grows slower than L^2 (tests/test_attention_memory.py)
+  ``parameter_note``     optional why the parameter count differs from softmax attention's at the
+                                  same encoder size; without one, tests/test_comparability.py holds
+                                  the family within 10% of softmax's count on every task
+  ``contract_options``   optional small-size options (e.g. ``{"block_size": 8}``) under which the
+                                  shared contract tests, run at L=64, exercise the real structure
+  ``discrete_routing``   optional True for routing that is discontinuous in the input (LSH buckets):
+                                  the bf16 contract test then asks agreement at 95% of positions
+  ``attention_dropout``  optional False: the family drops no attention weights (it has none, or its
+                                  paper drops none) and ignores ``dropout``; every other family must
+                                  drop them when ``deterministic=False`` (tested both ways)
+  ``global_tokens``      option   a constructor option: the first N positions attend to and are
+                                  attended by all. With CLS pooling and no value set anywhere, the
+                                  config sets it to 1 (lra/config.py), so the pooled vector sees the
+                                  whole input through windowed or block patterns
+  ``ssm_param(value)``   helper   (attention/_ssm.py) wraps a state-space parameter as an
+                                  ``nnx.Param`` tagged for its own optimiser group (``train.ssm_lr``:
+                                  Adam at that rate, no weight decay; lra/optim.py)
+  ====================== ======== ===============================================================
+
+* Train state. Only ``nnx.Param`` (trained) and ``nnx.BatchStat`` (running statistics, returned by
+  the step) are train state: checkpointed and restored. Every other variable a family holds (fixed
+  random features, random block patterns, positional tables, rng streams) is rebuilt from the config
+  and seed whenever the model is built, is read-only inside the jitted step (a value a call writes
+  there is discarded when the step returns) and is never checkpointed. So such a variable must be a
+  deterministic function of the config and seed, and a per-call random draw must come from an rng
+  stream, not from state carried between steps.
 * Families whose core is a function of per-head q, k, v expose that pure function too
   (e.g. ``softmax_kernel(q, k, v, mask=None, *, causal=False)``), with q, k, v float[B, L, H, Dh]
   (the layout of ``jax.nn.dot_product_attention``) and ``mask`` bool[B, L] over keys.

@@ -16,7 +16,8 @@ Random blocks: for each head and query block, r blocks drawn uniformly without r
 blocks *not* already covered (not in the window, not global). They are fixed per layer: ``__init__``
 draws, from the ``random_blocks`` rng stream (nnx falls back to the default stream), a random
 priority for every (head, query block, key block) over ``ceil(max_len / b)`` blocks and stores it as
-a non-trainable ``RandomBlockPriority`` variable (saved with checkpoints); a call with N blocks takes,
+a non-trainable ``RandomBlockPriority`` variable (not checkpointed: rebuilt from the run's seed
+whenever the model is built, so every process gets the same pattern); a call with N blocks takes,
 for each query block, the r eligible key blocks of highest priority among the first N. At
 ``max_len`` that is exactly a uniform draw; shorter sequences use the restriction of the same draw.
 When fewer than r blocks are eligible (few blocks) the pattern already covers everything and the
@@ -37,7 +38,7 @@ Departures from the LRA code (lra_benchmarks/models/bigbird):
 
 * LRA seeded numpy with ``hash(module path) % 2**32`` for its per-head random blocks; Python salts
   string hashes per process, so the pattern changed from one process to the next (e.g. between
-  training and a later evaluation from a checkpoint). Ours live in the module state.
+  training and a later evaluation from a checkpoint). Ours follow from the run's seed.
 * LRA drew random blocks only among the blocks of the first 1024 positions
   (``last_idx=min(seq_length, 1024)``); we draw from all eligible blocks.
 * LRA needed at least about 5 + 2 r blocks and always appended a whole pad block (even when L was

@@ -36,8 +36,8 @@ import jax.numpy as jnp
 from flax import nnx
 
 from attention import register
+from attention._linear_scan import causal_linear_sums, heads_first, linear_sums
 from attention._projections import HeadProjections, key_mask
-from attention.linear import causal_linear_sums, heads_first, linear_sums
 
 EPS = 1e-6
 

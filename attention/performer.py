@@ -54,11 +54,14 @@ running [m, d] state); no [L, m, d] tensor is formed. Features, sums and the div
 float32; the output returns to the input dtype. No attention-weight dropout (the weights are never
 materialised; LRA's fast attention drops none either).
 
-Feature redraw (softmax kernel): W lives in a non-trainable ``RandomFeatures`` variable. With
-``redraw=True`` every training call (``deterministic=False``) draws a fresh W from the rng stream
-``features`` (nnx falls back to ``default``) and stores it; evaluation (``deterministic=True``) uses
-the stored W, so it is deterministic. Google's code instead reseeds from the sum of the queries on
-every call, evaluation included.
+Feature redraw (softmax kernel): W lives in a non-trainable ``RandomFeatures`` variable, drawn
+when the module is built (so it follows from the run's seed). With ``redraw=True`` every training
+call (``deterministic=False``) draws a fresh W from the rng stream ``features`` (nnx falls back to
+``default``) and uses it for that call only: the trainer's step treats non-parameter variables as
+read-only and discards what a call writes into them (attention/__init__.py, "Train state").
+Evaluation (``deterministic=True``) uses the W drawn at build time, so it is deterministic and the
+same in every process that builds the model from the same config, resumed or not. Google's code
+instead reseeds from the sum of the queries on every call, evaluation included.
 
 Options: ``kernel`` ("softmax"), ``nb_features`` (256, LRA's default; softmax kernel only),
 ``redraw`` (True), ``stabilizer`` (1e-6), ``chunk_size`` (64, causal only).
@@ -75,8 +78,8 @@ import jax.numpy as jnp
 from flax import nnx
 
 from attention import register
+from attention._linear_scan import causal_linear_sums, heads_first, linear_sums
 from attention._projections import HeadProjections, key_mask
-from attention.linear import causal_linear_sums, heads_first, linear_sums
 
 KERNELS = ("softmax", "relu")
 RELU_EPS = 1e-3

@@ -57,45 +57,66 @@ class ConfigError(ValueError):
     """A configuration the user asked for cannot be built; the message says why."""
 
 
+def option(default: Any, *, choices: tuple | None = None, low: float | None = None,
+           high: float | None = None, low_open: bool = False, high_open: bool = False):
+    """A config field with what it may hold, declared once, beside its default: ``validate`` reads
+    it from here. ``choices``: the allowed values; ``low``/``high``: bounds (None = unbounded; open
+    bounds exclude the value itself). An int default accepts integers only, a float default any
+    finite number, a bool default true or false."""
+    return field(default=default, metadata={"choices": choices, "low": low, "high": high,
+                                            "low_open": low_open, "high_open": high_open})
+
+
 @dataclass(frozen=True)
 class ModelConfig:
-    emb_dim: int = 512
-    num_heads: int = 8
-    num_layers: int = 4
-    qkv_dim: int = 512
-    mlp_dim: int = 1024
-    dropout: float = 0.1
-    attention_dropout: float = 0.1
-    pooling: str = "cls"  # "cls" (prepend a CLS token) | "mean" (masked mean)
-    positional: str = "sinusoidal"  # "sinusoidal" | "learned"
-    dtype: str = "float32"  # compute dtype: "float32" | "bfloat16" (parameters stay float32)
-    remat: bool = False  # recompute each block in the backward pass (saves activation memory)
-    norm: str = "layer"  # "layer" | "batch" (statistics over real tokens; lra/encoder.py)
-    prenorm: bool = True  # False: post-norm, x = norm(x + f(x))
-    channel_mixer: str = "mlp"  # "mlp" (LRA) | "glu" (S5's half-GLU after the mixer, no MLP)
-    bn_momentum: float = 0.9  # running statistics of norm="batch"
-    input_encoder: str = "embed"  # "embed" (token ids) | "linear" (normalised pixel values)
+    """The encoder's options (lra/encoder.py takes this whole). Adding one: a field here, with its
+    allowed values, and the code in lra/encoder.py that reads it."""
+
+    emb_dim: int = option(512, low=1)
+    num_heads: int = option(8, low=1)
+    num_layers: int = option(4, low=1)
+    qkv_dim: int = option(512, low=1)
+    mlp_dim: int = option(1024, low=1)
+    dropout: float = option(0.1, low=0, high=1, high_open=True)
+    attention_dropout: float = option(0.1, low=0, high=1, high_open=True)
+    # "cls" (prepend a CLS token) | "mean" (masked mean)
+    pooling: str = option("cls", choices=("cls", "mean"))
+    positional: str = option("sinusoidal", choices=("sinusoidal", "learned"))
+    # compute dtype; parameters stay float32
+    dtype: str = option("float32", choices=("float32", "bfloat16"))
+    remat: bool = option(False)  # recompute each block in the backward pass (saves activation memory)
+    # "layer" | "batch" (statistics over real tokens; lra/encoder.py)
+    norm: str = option("layer", choices=("layer", "batch"))
+    prenorm: bool = option(True)  # False: post-norm, x = norm(x + f(x))
+    # "mlp" (LRA) | "glu" (S5's half-GLU after the mixer, no MLP)
+    channel_mixer: str = option("mlp", choices=("mlp", "glu"))
+    bn_momentum: float = option(0.9, low=0, high=1, high_open=True)  # running statistics of norm="batch"
+    # "embed" (token ids) | "linear" (normalised pixel values)
+    input_encoder: str = option("embed", choices=("embed", "linear"))
 
 
 @dataclass(frozen=True)
 class TrainConfig:
-    batch_size: int = 32  # global batch, split over all devices
-    lr: float = 0.05
-    schedule: str = "rsqrt"  # "rsqrt" (warmup + rsqrt decay) | "cosine" (warmup + cosine) | "constant"
-    warmup_steps: int = 1000
-    weight_decay: float = 0.1
-    b1: float = 0.9
-    b2: float = 0.98
-    eps: float = 1e-9
-    grad_clip: float = 0.0  # global-norm clip; 0 = off
-    ssm_lr: float = 0.0  # > 0: state-space parameters get Adam at this lr, no weight decay (lra/optim.py)
-    grad_accum: int = 1  # micro-batches per step; the global batch (and the result) stays the same
-    num_steps: int = 5000
-    eval_every: int = 50
-    eval_batches: int = 0  # batches per validation pass; 0 = the whole split
-    checkpoint_every: int = 500
-    log_every: int = 10
-    chance_patience: int = 3  # evaluations in a row at chance before a notice (README); 0 = off
+    batch_size: int = option(32, low=1)  # global batch, split over all devices
+    lr: float = option(0.05, low=0, low_open=True)
+    # "rsqrt" (warmup + rsqrt decay) | "cosine" (warmup + cosine) | "constant"
+    schedule: str = option("rsqrt", choices=("rsqrt", "cosine", "constant"))
+    warmup_steps: int = option(1000, low=0)
+    weight_decay: float = option(0.1, low=0)
+    b1: float = option(0.9, low=0, high=1, high_open=True)
+    b2: float = option(0.98, low=0, high=1, high_open=True)
+    eps: float = option(1e-9, low=0, low_open=True)
+    grad_clip: float = option(0.0, low=0)  # global-norm clip; 0 = off
+    # > 0: state-space parameters get Adam at this lr, no weight decay (lra/optim.py)
+    ssm_lr: float = option(0.0, low=0)
+    grad_accum: int = option(1, low=1)  # micro-batches per step; the global batch (and the result) stays
+    num_steps: int = option(5000, low=1)
+    eval_every: int = option(50, low=1)
+    eval_batches: int = option(0, low=0)  # batches per validation pass; 0 = the whole split
+    checkpoint_every: int = option(500, low=1)
+    log_every: int = option(10, low=1)
+    # evaluations in a row at chance before a notice (README); 0 = off
+    chance_patience: int = option(3, low=0)
 
 
 @dataclass(frozen=True)
@@ -262,40 +283,7 @@ def parse_options(pairs: list[str], defaults: dict[str, Any], where: str) -> dic
     return options
 
 
-# What every model.* / train.* value may be: (kind, lowest, highest, whether the bounds are open).
-# kind "int" accepts integers only, "float" any finite number; None = unbounded on that side.
-_RANGES: dict[str, tuple[str, float | None, float | None, bool, bool]] = {
-    "model.emb_dim": ("int", 1, None, False, False),
-    "model.num_heads": ("int", 1, None, False, False),
-    "model.num_layers": ("int", 1, None, False, False),
-    "model.qkv_dim": ("int", 1, None, False, False),
-    "model.mlp_dim": ("int", 1, None, False, False),
-    "model.dropout": ("float", 0, 1, False, True),
-    "model.attention_dropout": ("float", 0, 1, False, True),
-    "model.bn_momentum": ("float", 0, 1, False, True),
-    "train.batch_size": ("int", 1, None, False, False),
-    "train.lr": ("float", 0, None, True, False),
-    "train.warmup_steps": ("int", 0, None, False, False),
-    "train.weight_decay": ("float", 0, None, False, False),
-    "train.b1": ("float", 0, 1, False, True),
-    "train.b2": ("float", 0, 1, False, True),
-    "train.eps": ("float", 0, None, True, False),
-    "train.grad_clip": ("float", 0, None, False, False),
-    "train.ssm_lr": ("float", 0, None, False, False),
-    "train.grad_accum": ("int", 1, None, False, False),
-    "train.num_steps": ("int", 1, None, False, False),
-    "train.eval_every": ("int", 1, None, False, False),
-    "train.eval_batches": ("int", 0, None, False, False),
-    "train.checkpoint_every": ("int", 1, None, False, False),
-    "train.log_every": ("int", 1, None, False, False),
-    "train.chance_patience": ("int", 0, None, False, False),
-    "seed": ("int", 0, 2**32 - 1, False, False),  # grain's shuffle takes a uint32 seed
-}
-_CHOICES = {"model.pooling": ("cls", "mean"), "model.positional": ("sinusoidal", "learned"),
-            "model.dtype": ("float32", "bfloat16"), "train.schedule": ("rsqrt", "cosine", "constant"),
-            "model.norm": ("layer", "batch"), "model.channel_mixer": ("mlp", "glu"),
-            "model.input_encoder": ("embed", "linear")}
-_BOOLS = ("model.remat", "model.prenorm")
+SEED_RANGE = (0, 2**32 - 1)  # grain's shuffle takes a uint32 seed
 
 
 def _allowed(kind: str, low, high, low_open: bool, high_open: bool) -> str:
@@ -341,19 +329,34 @@ def _check_like(key: str, value: Any, default: Any) -> None:
         raise ConfigError(f"{key}={value!r}: expected {kind}")
 
 
+def _check_field(key: str, value: Any, f: dataclasses.Field) -> None:
+    """Check one model.* / train.* value against what its field declares (``option``)."""
+    spec, default = f.metadata, f.default
+    if isinstance(default, bool):
+        if not isinstance(value, bool):
+            raise ConfigError(f"{key}={value!r}: expected true or false")
+    elif isinstance(default, int | float):
+        _check_value(key, value, "int" if isinstance(default, int) else "float", spec.get("low"),
+                     spec.get("high"), spec.get("low_open", False), spec.get("high_open", False))
+    if spec.get("choices") and value not in spec["choices"]:
+        raise ConfigError(f"{key}={value!r}: choose from {', '.join(spec['choices'])}")
+
+
+def choices(key: str) -> tuple:
+    """The allowed values of a model.* / train.* key with a fixed set (``choices("model.norm")``)."""
+    section, name = key.split(".", 1)
+    cls = {"model": ModelConfig, "train": TrainConfig}[section]
+    return next(f.metadata["choices"] for f in dataclasses.fields(cls) if f.name == name)
+
+
 def validate(config: Config) -> None:
     """Check every value of every key (types, ranges, choices); a ``ConfigError`` names the key,
     the value and what is allowed. Runs once, when the config is resolved (``load``)."""
-    flat = flatten({"seed": config.seed, "model": dataclasses.asdict(config.model),
-                    "train": dataclasses.asdict(config.train)})
-    for key, spec in _RANGES.items():
-        _check_value(key, flat[key], *spec)
-    for key, valid in _CHOICES.items():
-        if flat[key] not in valid:
-            raise ConfigError(f"{key}={flat[key]!r}: choose from {', '.join(valid)}")
-    for key in _BOOLS:
-        if not isinstance(flat[key], bool):
-            raise ConfigError(f"{key}={flat[key]!r}: expected true or false")
+    _check_value("seed", config.seed, "int", *SEED_RANGE, False, False)
+    for section in ("model", "train"):
+        value = getattr(config, section)
+        for f in dataclasses.fields(value):
+            _check_field(f"{section}.{f.name}", getattr(value, f.name), f)
     m, t = config.model, config.train
     if m.qkv_dim % m.num_heads:
         raise ConfigError(f"model.qkv_dim={m.qkv_dim} is not divisible by model.num_heads={m.num_heads}")

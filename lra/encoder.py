@@ -32,6 +32,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 import attention
+from lra.config import ModelConfig
 
 _DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
 
@@ -43,11 +44,6 @@ def sinusoidal_positions(length: int, dim: int) -> jax.Array:
     pe = jnp.zeros((length, dim), jnp.float32)
     pe = pe.at[:, 0::2].set(jnp.sin(pos * inv))
     return pe.at[:, 1::2].set(jnp.cos(pos * inv[:, : dim // 2]))
-
-
-NORMS = ("layer", "batch")
-CHANNEL_MIXERS = ("mlp", "glu")
-INPUT_ENCODERS = ("embed", "linear")
 
 
 class LayerNorm(nnx.Module):
@@ -100,12 +96,11 @@ class MaskedBatchNorm(nnx.Module):
         return (y * self.scale[...][None, None] + self.bias[...][None, None]).astype(x.dtype)
 
 
-def make_norm(kind: str, dim: int, *, bn_momentum: float, rngs: nnx.Rngs) -> nnx.Module:
-    if kind == "layer":
-        return LayerNorm(dim, rngs=rngs)
-    if kind == "batch":
-        return MaskedBatchNorm(dim, momentum=bn_momentum, rngs=rngs)
-    raise ValueError(f"model.norm={kind!r}; choose from {', '.join(NORMS)}")
+def make_norm(m: ModelConfig, dim: int, *, rngs: nnx.Rngs) -> nnx.Module:
+    """The norm ``m.norm`` names (its values: ``lra.config.ModelConfig``, checked there)."""
+    if m.norm == "batch":
+        return MaskedBatchNorm(dim, momentum=m.bn_momentum, rngs=rngs)
+    return LayerNorm(dim, rngs=rngs)
 
 
 class HalfGLU(nnx.Module):
@@ -134,23 +129,19 @@ class MLP(nnx.Module):
 class Block(nnx.Module):
     """One block around any registered attention family (see the module docstring for the forms)."""
 
-    def __init__(self, attn: nnx.Module, dim: int, mlp_dim: int, dropout: float, *, dtype,
-                 rngs: nnx.Rngs, norm: str = "layer", prenorm: bool = True,
-                 channel_mixer: str = "mlp", bn_momentum: float = 0.9):
-        if channel_mixer not in CHANNEL_MIXERS:
-            raise ValueError(f"model.channel_mixer={channel_mixer!r}; choose from "
-                             f"{', '.join(CHANNEL_MIXERS)}")
-        self.prenorm = prenorm
-        self.norm1 = make_norm(norm, dim, bn_momentum=bn_momentum, rngs=rngs)
+    def __init__(self, attn: nnx.Module, m: ModelConfig, *, rngs: nnx.Rngs):
+        dim, dtype = m.emb_dim, _DTYPES[m.dtype]
+        self.prenorm = m.prenorm
+        self.norm1 = make_norm(m, dim, rngs=rngs)
         self.attn = attn
-        if channel_mixer == "mlp":
-            self.norm2 = make_norm(norm, dim, bn_momentum=bn_momentum, rngs=rngs)
-            self.mlp = MLP(dim, mlp_dim, dropout, dtype=dtype, rngs=rngs)
+        if m.channel_mixer == "mlp":
+            self.norm2 = make_norm(m, dim, rngs=rngs)
+            self.mlp = MLP(dim, m.mlp_dim, m.dropout, dtype=dtype, rngs=rngs)
             self.glu = None
         else:
             self.norm2 = self.mlp = None
-            self.glu = HalfGLU(dim, dropout, dtype=dtype, rngs=rngs)
-        self.dropout = nnx.Dropout(dropout, rngs=rngs)
+            self.glu = HalfGLU(dim, m.dropout, dtype=dtype, rngs=rngs)
+        self.dropout = nnx.Dropout(m.dropout, rngs=rngs)
 
     def _residual(self, x, norm, f, mask, deterministic):
         """x + f(N(x)) (pre-norm) or N(x + f(x)) (post-norm)."""
@@ -173,51 +164,44 @@ class Block(nnx.Module):
 class Encoder(nnx.Module):
     """tokens int32[B, L], mask bool[B, L] -> pooled float[B, emb_dim]."""
 
-    def __init__(self, *, vocab_size: int, max_len: int, attention_name: str,
-                 attn_options: Mapping[str, Any], emb_dim: int, num_heads: int, num_layers: int,
-                 qkv_dim: int, mlp_dim: int, dropout: float, attention_dropout: float,
-                 pooling: str, positional: str, dtype: str = "float32", remat: bool = False,
-                 causal: bool = False, norm: str = "layer", prenorm: bool = True,
-                 channel_mixer: str = "mlp", bn_momentum: float = 0.9,
-                 input_encoder: str = "embed", pixel_stats: tuple[float, float] | None = None,
-                 pixel_offset: int = 1, rngs: nnx.Rngs):
-        self.dtype = _DTYPES[dtype]
-        self.pooling = pooling
-        self.remat = remat
-        self.prenorm = prenorm
-        seq_len = max_len + (1 if pooling == "cls" else 0)
-        if input_encoder == "embed":
-            self.embed = nnx.Embed(vocab_size, emb_dim, embedding_init=nnx.initializers.normal(1.0),
-                                   rngs=rngs)
-            self.pixel_proj = None
-        elif input_encoder == "linear":
+    def __init__(self, m: ModelConfig, *, vocab_size: int, max_len: int, attention_name: str,
+                 attn_options: Mapping[str, Any], causal: bool = False,
+                 pixel_stats: tuple[float, float] | None = None, pixel_offset: int = 1,
+                 rngs: nnx.Rngs):
+        """``m``: every model option (``lra.config.ModelConfig``, validated there); the rest comes
+        from the task (vocabulary, longest input, pixel statistics) and the attention family."""
+        self.dtype = _DTYPES[m.dtype]
+        self.pooling = m.pooling
+        self.remat = m.remat
+        self.prenorm = m.prenorm
+        seq_len = max_len + (1 if m.pooling == "cls" else 0)
+        if m.input_encoder == "linear":
             if pixel_stats is None:
                 raise ValueError("model.input_encoder='linear' projects pixel values and needs a pixel "
                                  "task (image, pathfinder, pathx); this task's inputs are tokens")
             self.embed = None
-            self.pixel_proj = nnx.Linear(1, emb_dim, rngs=rngs)
+            self.pixel_proj = nnx.Linear(1, m.emb_dim, rngs=rngs)
             self.pixel_offset = pixel_offset
             self.pixel_mean, self.pixel_std = (float(v) for v in pixel_stats)
         else:
-            raise ValueError(f"model.input_encoder={input_encoder!r}; choose from "
-                             f"{', '.join(INPUT_ENCODERS)}")
-        self.cls = nnx.Param(jnp.zeros((1, 1, emb_dim))) if pooling == "cls" else None
-        if positional == "learned":
+            self.embed = nnx.Embed(vocab_size, m.emb_dim,
+                                   embedding_init=nnx.initializers.normal(1.0), rngs=rngs)
+            self.pixel_proj = None
+        self.cls = nnx.Param(jnp.zeros((1, 1, m.emb_dim))) if m.pooling == "cls" else None
+        if m.positional == "learned":
             self.positions = nnx.Param(nnx.initializers.normal(0.02)(rngs.params(),
-                                                                     (seq_len, emb_dim)))
+                                                                     (seq_len, m.emb_dim)))
         else:
-            self.positions = nnx.Variable(sinusoidal_positions(seq_len, emb_dim))  # not trained
-        self.dropout = nnx.Dropout(dropout, rngs=rngs)
+            self.positions = nnx.Variable(sinusoidal_positions(seq_len, m.emb_dim))  # not trained
+        self.dropout = nnx.Dropout(m.dropout, rngs=rngs)
         self.blocks = nnx.List([
-            Block(attention.build(attention_name, dim=emb_dim, num_heads=num_heads, qkv_dim=qkv_dim,
-                                  causal=causal, max_len=seq_len, dropout=attention_dropout,
-                                  rngs=rngs, **attn_options),
-                  emb_dim, mlp_dim, dropout, dtype=self.dtype, rngs=rngs, norm=norm,
-                  prenorm=prenorm, channel_mixer=channel_mixer, bn_momentum=bn_momentum)
-            for _ in range(num_layers)
+            Block(attention.build(attention_name, dim=m.emb_dim, num_heads=m.num_heads,
+                                  qkv_dim=m.qkv_dim, causal=causal, max_len=seq_len,
+                                  dropout=m.attention_dropout, rngs=rngs, **attn_options),
+                  m, rngs=rngs)
+            for _ in range(m.num_layers)
         ])
-        self.final_norm = (make_norm(norm, emb_dim, bn_momentum=bn_momentum, rngs=rngs)
-                           if prenorm else None)
+        self.final_norm = make_norm(m, m.emb_dim, rngs=rngs) if m.prenorm else None
 
     def embed_inputs(self, tokens: jax.Array) -> jax.Array:
         """tokens int32[B, L] -> float32[B, L, D]: embedding, or the normalised pixel value projected."""
@@ -283,14 +267,8 @@ def build_model(config, task, *, rngs: nnx.Rngs, max_len: int | None = None) -> 
     ``max_len``: the longest input the model takes; the task's ``max_len`` unless given (the bench
     times one model at several lengths)."""
     m = config.model
-    encoder = Encoder(vocab_size=task.vocab_size,
+    encoder = Encoder(m, vocab_size=task.vocab_size,
                       max_len=task.max_len if max_len is None else max_len,
                       attention_name=config.attention, attn_options=config.attn,
-                      emb_dim=m.emb_dim, num_heads=m.num_heads, num_layers=m.num_layers,
-                      qkv_dim=m.qkv_dim, mlp_dim=m.mlp_dim, dropout=m.dropout,
-                      attention_dropout=m.attention_dropout, pooling=m.pooling,
-                      positional=m.positional, dtype=m.dtype, remat=m.remat, norm=m.norm,
-                      prenorm=m.prenorm, channel_mixer=m.channel_mixer, bn_momentum=m.bn_momentum,
-                      input_encoder=m.input_encoder, pixel_stats=task.pixel_stats,
-                      pixel_offset=task.pixel_offset, rngs=rngs)
+                      pixel_stats=task.pixel_stats, pixel_offset=task.pixel_offset, rngs=rngs)
     return Classifier(encoder, task.head(m.emb_dim, m.mlp_dim, rngs=rngs), task.inputs)

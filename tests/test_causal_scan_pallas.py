@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from attention.linear import causal_linear_sums, select_scan_impl
+from attention._linear_scan import causal_linear_sums, select_scan_impl
 
 B, H, L, F, D = 2, 3, 37, 16, 8
 
@@ -45,7 +45,7 @@ def test_families_take_the_kernel_on_gpu_only(family, monkeypatch):
     from flax import nnx
 
     import attention
-    import attention.linear as lin
+    import attention._linear_scan as lin
 
     module = attention.build(family, dim=16, num_heads=2, causal=True, rngs=nnx.Rngs(0),
                              chunk_size=8)

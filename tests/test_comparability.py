@@ -58,12 +58,13 @@ def token_sensitivity(task: str, family: str, overrides: dict | None = None, *,
     scale = length / task_obj.max_len
     m = cfg.model
     width = 4 * m.num_heads
-    encoder = Encoder(vocab_size=task_obj.vocab_size, max_len=length, attention_name=family,
-                      attn_options=reduced_options(family, cfg.attn, scale), emb_dim=width,
-                      num_heads=m.num_heads, num_layers=num_layers or m.num_layers,
-                      qkv_dim=width, mlp_dim=8,
-                      dropout=0.0, attention_dropout=0.0, pooling=m.pooling,
-                      positional=m.positional, rngs=nnx.Rngs(0))
+    narrow = lra_config.ModelConfig(emb_dim=width, num_heads=m.num_heads,
+                                    num_layers=num_layers or m.num_layers, qkv_dim=width, mlp_dim=8,
+                                    dropout=0.0, attention_dropout=0.0, pooling=m.pooling,
+                                    positional=m.positional)
+    encoder = Encoder(narrow, vocab_size=task_obj.vocab_size, max_len=length,
+                      attention_name=family, attn_options=reduced_options(family, cfg.attn, scale),
+                      rngs=nnx.Rngs(0))
     real = length - length // PAD_FRACTION
     tokens = jax.random.randint(jax.random.key(1), (1, length), 1, task_obj.vocab_size)
     mask = jnp.arange(length)[None, :] < real
