@@ -2,11 +2,11 @@
 # Run HERE (with network), once, before the window: the wheels scripts/device_window.sh installs on
 # the accelerator machine, which has jax, flax, optax, orbax-checkpoint, numpy, tqdm and psutil but
 # not these (and no network). Pure-Python or manylinux x86-64 wheels for CPython 3.12, no deps
-# (each needed one is named). About 3 MiB in all; the folder is git-ignored through
-# .git/info/exclude and travels with `carry: [".whl"]`.
+# (each needed one is named). About 3 MiB in all; the folder ignores itself (.whl/.gitignore) and
+# travels with the device call's `carry: [".whl"]`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-grep -qx '/.whl/' .git/info/exclude 2>/dev/null || echo '/.whl/' >> "$(git rev-parse --git-path info/exclude)"
+mkdir -p .whl && echo '*' > .whl/.gitignore
 python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
     --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 \
     --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 -d .whl \

@@ -41,6 +41,9 @@ def test_every_phase_in_order_at_toy_sizes(tmp_path):
     assert run["attention"] == "softmax"
     assert run["config"]["train"]["eval_every"] == 1 and run["config"]["model"]["dtype"] == "bfloat16"
     assert log["phases"][1]["eval_every"] == 1 and "LRA: 50" in log["phases"][1]["eval_every_note"]
+    (entry,) = log["phases"][1]["runs"]
+    assert entry["result_file"] == run_file.name and entry["eval_every"] == 1
+    assert entry["test_accuracy_at_last"] == run["metrics"]["test_accuracy_at_last"]
     (eff,) = (results_dir / "efficiency").glob("text__*.json")
     bench = json.loads(eff.read_text())
     assert bench["dtype"] == "bfloat16" and bench["batch"] == 2 and bench["lengths"] == [32]
@@ -59,12 +62,12 @@ def test_a_phase_past_its_box_is_cut_and_the_next_still_runs(tmp_path):
     results_dir = tmp_path / "results"
     start = time.perf_counter()
     code = device_check.main(["--results-dir", str(results_dir), "--phases", "listops,kernels",
-                              "--box-listops", "1", "--grace", "2", "--train-attn", "softmax,linear",
+                              "--box-listops", "3", "--grace", "1", "--train-attn", "softmax,linear",
                               "--workdir", str(tmp_path / "work"), "--data-dir", str(tmp_path / "d"),
                               "--scan-length", "16", *TINY_TRAIN])
     assert code == 1
     listops, kernels = _summary(results_dir)["phases"]
-    assert listops["status"] == "cut" and listops["seconds"] < 1 + 2 + 5
+    assert listops["status"] == "cut" and listops["seconds"] < 3 + 2
     softmax, linear = listops["runs"]
     assert softmax["status"] == "cut" and linear["status"] == "not started"
     assert kernels["phase"] == "kernels" and kernels["status"] == "ok"
@@ -74,7 +77,7 @@ def test_a_phase_past_its_box_is_cut_and_the_next_still_runs(tmp_path):
 def test_run_boxed_kills_a_child_that_ignores_sigterm(tmp_path):
     stubborn = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)"
     out = device_check.run_boxed([sys.executable, "-c", stubborn], 0.5, tmp_path / "log", grace=0.5)
-    assert out["cut"] and out["exit_status"] != 0 and out["seconds"] < 10
+    assert out["cut"] and out["exit_status"] != 0 and out["seconds"] < 0.5 + 1  # within its box
     done = device_check.run_boxed([sys.executable, "-c", "print('hi')"], 30, tmp_path / "log", 1)
     assert done == {**done, "cut": False, "exit_status": 0}
     assert "hi" in (tmp_path / "log").read_text()

@@ -3,9 +3,9 @@
 Four phases, in order of value, each in its own process and its own time box (``--box-<phase>``,
 seconds), so that a slow phase cannot eat the next one; the time a phase leaves unused passes on to
 the next, so the whole stays within the sum of the boxes (540 s by default: the device tool's 10
-minutes per command, less a minute for start-up). A phase past its box is sent SIGTERM (the trainer
-then checkpoints and stops) and, ``--grace`` seconds later, SIGKILL; it is recorded as ``cut`` and
-the next phase starts.
+minutes per command, less a minute for set-up and slack). A process still running ``--grace`` (15)
+seconds before its box ends is sent SIGTERM (the trainer then checkpoints and stops), and SIGKILL
+when the box ends; the phase is recorded as ``cut`` and the next one starts.
 
 1. ``data`` (60 s): ListOps at the paper configuration (96,000 + 2,000 + 2,000 trees, lengths
    500-2000), generated with every usable core (about 10 s on 16), or checked if present; the
@@ -22,7 +22,8 @@ the next phase starts.
    implementations whose original code lets padding leak into real positions (fixed here), then
    Linformer and Reformer (the other two leaking ones), then the rest of Table 1's rows, then the
    families with no Table 1 cell to compare with. A family starts only if the time left is at
-   least ``RUN_MARGIN`` times the longest run so far (a run cut before its end writes no result).
+   least ``RUN_MARGIN`` times the longest run so far and no run was cut (a run cut before its end
+   writes no result file, only its checkpoint).
 3. ``bench`` (120 s): ``lra.bench`` for every family, text task, batch 32, bfloat16 (LRA Table 2's
    protocol), one process per length (1K, 2K, 3K, 4K, each its own file in ``efficiency/``, so a cut
    keeps the lengths already done). Attention dropout is off (``model.attention_dropout=0``, for
@@ -75,8 +76,9 @@ def parser() -> argparse.ArgumentParser:
     for phase in PHASES:
         p.add_argument(f"--box-{phase}", type=float, default=BOXES[phase], metavar="S",
                        help=f"seconds for the {phase} phase (default: %(default)s)")
-    p.add_argument("--grace", type=float, default=20.0,
-                   help="seconds between SIGTERM and SIGKILL for a phase past its box")
+    p.add_argument("--grace", type=float, default=15.0,
+                   help="the last seconds of a box, between SIGTERM and SIGKILL, for a process "
+                        "still running to stop (a training run saves its checkpoint)")
     p.add_argument("--data-dir", type=Path, default=None)
     p.add_argument("--workdir", type=Path, default=Path("workdirs") / "device-check",
                    help="parent of the training runs' workdirs (a fresh one per run)")
@@ -186,10 +188,11 @@ def _kernels_child(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------- the parent: boxes and records
 
 def run_boxed(cmd: list[str], seconds: float, log: Path, grace: float) -> dict:
-    """Run ``cmd`` in its own process group for at most ``seconds``; output appended to ``log``.
+    """Run ``cmd`` in its own process group, ending within ``seconds``; output appended to ``log``.
 
-    Past the box: SIGTERM to the group (the trainer checkpoints on it, data workers stop), SIGKILL
-    ``grace`` seconds later. Returns exit status, seconds and whether it was cut."""
+    The last ``grace`` seconds of the box are for stopping: SIGTERM to the group at ``seconds -
+    grace`` (the trainer checkpoints on it, data workers stop), SIGKILL at ``seconds``. Returns the
+    exit status, the seconds taken and whether it was cut."""
     start = time.perf_counter()
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "a") as out:
@@ -199,12 +202,12 @@ def run_boxed(cmd: list[str], seconds: float, log: Path, grace: float) -> dict:
                                  env={**os.environ, "PYTHONUNBUFFERED": "1"})
         cut = False
         try:
-            code = child.wait(timeout=max(0.0, seconds))
+            code = child.wait(timeout=max(0.0, seconds - grace))
         except subprocess.TimeoutExpired:
             cut = True
             _signal_group(child.pid, signal.SIGTERM)
             try:
-                code = child.wait(timeout=grace)
+                code = child.wait(timeout=max(0.0, seconds - (time.perf_counter() - start)))
             except subprocess.TimeoutExpired:
                 _signal_group(child.pid, signal.SIGKILL)
                 code = child.wait()
@@ -253,7 +256,8 @@ def phase_listops(args, deadline: float, log: Path) -> dict:
     runs, longest = [], 0.0
     for family in [a.strip() for a in args.train_attn.split(",") if a.strip()]:
         left = deadline - time.perf_counter()
-        if left <= 0 or (runs and left < RUN_MARGIN * longest):
+        if (left <= args.grace or any(r["status"] == "cut" for r in runs)
+                or (runs and left < RUN_MARGIN * longest)):
             runs.append({"attention": family, "status": "not started",
                          "reason": f"{max(left, 0):.0f} s left, the longest run took {longest:.0f} s"})
             continue
@@ -265,9 +269,11 @@ def phase_listops(args, deadline: float, log: Path) -> dict:
             cmd += ["--set", item]
         if args.data_dir is not None:
             cmd += ["--data-dir", str(args.data_dir)]
+        before = set((args.results_dir / "runs").glob("*.json"))
         out = run_boxed(cmd, left, log, args.grace)
         longest = max(longest, out["seconds"])
-        runs.append({"attention": family, **out, "status": _status(out), "command": cmd[1:]})
+        runs.append({"attention": family, **out, "status": _status(out), "command": cmd[1:],
+                     **_run_outcome(set((args.results_dir / "runs").glob("*.json")) - before)})
     started = [r for r in runs if r["status"] != "not started"]
     status = ("cut" if any(r["status"] == "cut" for r in started) else
               "ok" if started and all(r["status"] == "ok" for r in started) else "failed")
@@ -275,6 +281,19 @@ def phase_listops(args, deadline: float, log: Path) -> dict:
             "eval_every_note": f"validation every {args.eval_every} steps (LRA: 50) to fit the "
                                f"window; the headline, test accuracy at the last step, is unchanged",
             "runs": runs}
+
+
+def _run_outcome(new_files: set[Path]) -> dict:
+    """The headline of the result file a run wrote (none when it was cut or failed)."""
+    if len(new_files) != 1:
+        return {}
+    (path,) = new_files
+    record = json.loads(path.read_text())
+    metrics = record.get("metrics", {})
+    return {"result_file": path.name, "steps": metrics.get("steps"),
+            "test_accuracy_at_last": metrics.get("test_accuracy_at_last"),
+            "steps_per_s": metrics.get("steps_per_s"),
+            "eval_every": record.get("config", {}).get("train", {}).get("eval_every")}
 
 
 def phase_bench(args, deadline: float, log: Path) -> dict:
