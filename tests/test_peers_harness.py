@@ -37,6 +37,20 @@ def test_every_family_of_ours_has_a_module_case_and_mechanisms_match_the_leaderb
         assert mechanism in theirs, (ours, mechanism)  # the leaderboard finds a rival to compare
 
 
+def test_every_jax_case_builds_with_the_shapes_it_claims():
+    """Traced, not compiled (jax.eval_shape): every JAX peer and every one of ours, with the options
+    that match its peer, returns the layout of its kind."""
+    import jax
+
+    B, H, L, D = 1, 2, 512, 8
+    for name, spec in h.PEERS.items():
+        if spec.framework != "jax":
+            continue
+        fn, inputs = spec.build(B, H, L, D)
+        shape = jax.eval_shape(fn, *inputs).shape
+        assert shape == ((B, L, H * D) if spec.kind == "module" else (B, L, H, D)), name
+
+
 def test_case_output_is_the_last_marked_line():
     out = "noise\n" + h.MARK + '{"a": 1}\nmore\n' + h.MARK + '{"a": 2}\n'
     assert h.parse_case_output(out) == {"a": 2}

@@ -321,6 +321,40 @@ def _jax_dpa(B, H, L, D):
             _jax_inputs(*[(B, L, H, D)] * 3))
 
 
+@peer("jax_nn_dpa_local", "jax", "core", "local/block",
+      "jax.nn.dot_product_attention(local_window_size=(128, 128)): 257 keys per query, though XLA "
+      "still computes the full L x L scores")
+def _jax_dpa_local(B, H, L, D):
+    import jax
+
+    return (lambda q, k, v: jax.nn.dot_product_attention(q, k, v, local_window_size=(128, 128),
+                                                         implementation="xla"),
+            _jax_inputs(*[(B, L, H, D)] * 3))
+
+
+@peer("flax_nnx_dpa", "jax", "core", "softmax", "flax.nnx.dot_product_attention",
+      packages=("flax",), exact_softmax=True)
+def _nnx_dpa(B, H, L, D):
+    from flax import nnx
+
+    return ((lambda q, k, v: nnx.dot_product_attention(q, k, v, deterministic=True)),
+            _jax_inputs(*[(B, L, H, D)] * 3))
+
+
+@peer("flax_linen_mha", "jax", "module", "softmax",
+      "flax.linen.MultiHeadDotProductAttention(H, E) with q/k/v/out projections",
+      packages=("flax",), exact_softmax=True)
+def _linen_mha(B, H, L, D):
+    import jax
+    from flax import linen
+
+    mha = linen.MultiHeadDotProductAttention(num_heads=H, qkv_features=H * D, out_features=H * D,
+                                             deterministic=True)
+    (x,) = _jax_inputs((B, L, H * D))
+    params = mha.init(jax.random.key(1), x)["params"]
+    return (lambda params, x: mha.apply({"params": params}, x)), (params, x)
+
+
 @peer("flax_nnx_mha", "jax", "module", "softmax",
       "flax.nnx.MultiHeadAttention(H, E) with q/k/v/out projections", packages=("flax",),
       exact_softmax=True)
