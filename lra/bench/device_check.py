@@ -198,7 +198,9 @@ def run_boxed(cmd: list[str], seconds: float, log: Path, grace: float) -> dict:
     with open(log, "a") as out:
         out.write(f"$ {' '.join(cmd)}\n")
         out.flush()
-        child = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+        # Its own process group (to signal its workers too) but this session: whoever ends this
+        # session's processes (the device tool, at its time limit) ends the child's too.
+        child = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, process_group=0,
                                  env={**os.environ, "PYTHONUNBUFFERED": "1"})
         cut = False
         try:
