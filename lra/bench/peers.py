@@ -112,7 +112,7 @@ def gemm_table(python: str, shapes=GEMM_SHAPES, reps: int = 15, rounds: int = 2)
     best: dict[tuple[str, tuple], float] = {}
     args = [str(reps), *(",".join(map(str, s)) for s in shapes)]
     for _ in range(rounds):
-        for fw, exe in (("jax", sys.executable), ("torch", python)):
+        for fw, exe in (("torch", python), ("jax", sys.executable)):  # torch first: fails fast
             done = subprocess.run([exe, "-c", _GEMM_CHILD, fw, *args], capture_output=True,
                                   text=True, env={**os.environ, **MALLOC}, check=False)
             if done.returncode:
