@@ -1,10 +1,12 @@
-"""Run the peers harness (``../shared/tools/peers/peers.py``) into a results file with provenance.
+"""Run the peers harness (``lra/bench/peers_harness.py``) into a results file with provenance.
 
     python -m lra.bench.peers --python $PEERS_HOME/venv/bin/python -- \\
         --peers torch_sdpa ours_softmax_kernel --seq-lens 1024 2048 4096 --modes fwdbwd
 
 The harness times third-party attention implementations next to ours, each case in its own process,
-with a fixed GEMM probe before and after every case. This wrapper writes
+with a fixed GEMM probe before and after every case (its docstring gives the protocol). It runs under
+the peers venv's python (``--python``), where torch and the peer packages live; README "Against
+third-party implementations" tells how to build that venv, every version pinned. This wrapper writes
 ``results/efficiency/peers-cpu-<UTC date and time>.jsonl``: a first ``peers_run`` line (this
 checkout's commit and whether it is dirty, the harness command, the host CPU, the date, and a GEMM
 probe of the idle machine taken before the first case), then the harness's own lines, appended by
@@ -36,7 +38,7 @@ from pathlib import Path
 
 from lra import results, xla_cpu
 
-DEFAULT_SCRIPT = Path(__file__).resolve().parents[3] / "shared" / "tools" / "peers" / "peers.py"
+DEFAULT_SCRIPT = Path(__file__).resolve().with_name("peers_harness.py")
 RETRY_FRACTION = 0.8
 
 
@@ -61,7 +63,7 @@ def probe_gflops(n: int = 1024, reps: int = 5) -> float:
 # against 128 keys, head size 64).
 GEMM_SHAPES = ((1, 4096, 512, 512), (32, 1024, 64, 1024), (32, 1024, 1024, 64), (32, 256, 256, 256),
                (2048, 64, 64, 128))
-MALLOC = {"MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": "100000000000"}  # as peers.py runs
+MALLOC = {"MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": "100000000000"}  # as the harness runs
 
 # Run by both pythons: argv = framework, reps, then shapes "n,m,k,n2"; prints one JSON line per
 # shape and variant (JAX: XLA's default compile and one without the YNN fusions, lra/xla_cpu.py).
@@ -110,7 +112,7 @@ def gemm_table(python: str, shapes=GEMM_SHAPES, reps: int = 15, rounds: int = 2)
     best: dict[tuple[str, tuple], float] = {}
     args = [str(reps), *(",".join(map(str, s)) for s in shapes)]
     for _ in range(rounds):
-        for fw, exe in (("jax", sys.executable), ("torch", python)):
+        for fw, exe in (("torch", python), ("jax", sys.executable)):  # torch first: fails fast
             done = subprocess.run([exe, "-c", _GEMM_CHILD, fw, *args], capture_output=True,
                                   text=True, env={**os.environ, **MALLOC}, check=False)
             if done.returncode:
@@ -134,11 +136,11 @@ def gemm_table(python: str, shapes=GEMM_SHAPES, reps: int = 15, rounds: int = 2)
 
 def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, list[str]]:
     p = argparse.ArgumentParser(prog="python -m lra.bench.peers", description=__doc__.split("\n")[0],
-                                epilog="Arguments after -- go to peers.py unchanged.")
+                                epilog="Arguments after -- go to the harness unchanged.")
     p.add_argument("--python", required=True,
                    help="the peers venv's python (torch and the peer packages live there)")
     p.add_argument("--script", type=Path, default=DEFAULT_SCRIPT,
-                   help="the harness (default: ../shared/tools/peers/peers.py beside the checkout)")
+                   help="the harness (default: lra/bench/peers_harness.py)")
     p.add_argument("--results-dir", type=Path, default=Path("results"))
     p.add_argument("--gemm", action="store_true",
                    help="time plain matmuls of the layers' shapes in JAX and in --python's torch, "
@@ -161,8 +163,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, list[
 def main(argv: list[str] | None = None) -> int:
     args, harness_args = parse_args(argv)
     if not Path(args.python).exists():
-        print(f"error: no python at {args.python}: create the peers venv as the header of "
-              f"{args.script.name} says", file=sys.stderr)
+        print(f"error: no python at {args.python}: create the peers venv as README "
+              f"'Against third-party implementations' says", file=sys.stderr)
         return 2
     if args.gemm:
         try:
@@ -193,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
                                              if args.xla_cpu_fusions == "off" else []))
     header = {"peers_run": {
         "git": git["commit"][:12], "dirty": git["dirty"],
-        "command": shlex.join(["peers.py", *harness_args]),
+        "command": shlex.join([args.script.name, *harness_args]),
         "host": results.host_info(), "date": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
         "initial_probe_gflops": probe, "xla_flags": env.get("XLA_FLAGS", ""),
         "xla_cpu_fusions": ("off" if (xla_cpu.env_setting_of(env.get("XLA_FLAGS", "")) == "")

@@ -406,8 +406,9 @@ def claim(path: Path) -> Path:
     raise RuntimeError(f"no free file name next to {path}")
 
 
-def run(args: argparse.Namespace) -> dict[str, Any]:
-    """The whole benchmark; returns the result record (also written to ``args.out``)."""
+def select_cases(args: argparse.Namespace) -> tuple[list[str], list[Case]]:
+    """The families to measure (softmax, the baseline, always among them) and one case per
+    (family, length); a family that failed to import is skipped with its error."""
     names, broken = discover_families()
     wanted = ([*names, *broken] if args.attn == "all"
               else [a.strip() for a in args.attn.split(",") if a.strip()])
@@ -419,20 +420,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     for case in cases:
         if case.attention in broken:
             case.skip(broken[case.attention])
-    bench = Bench(args.task, args.preset, args.overrides, args.batch, args.dtype, args.seed)
-    platform = jax.devices()[0].platform
-    isolate = args.isolate == "yes" or (args.isolate == "auto" and platform != "cpu")
-    choice, fusions_source = xla_cpu.resolve(args.xla_cpu_fusions)
+    return families, cases
 
-    n_pending = sum(c.status == "pending" for c in cases)
-    bar = tqdm(total=n_pending * (2 + isolate + args.warmup + args.steps), desc="compile",
-               disable=not args.progress, dynamic_ncols=True, file=sys.stderr)
-    # Trace here, compile on worker threads (XLA releases the GIL): compilation dominates start-up.
+
+def compile_all(bench: Bench, cases: list[Case], bar) -> None:
+    """Trace every pending case here and compile on worker threads (XLA releases the GIL):
+    compilation dominates start-up."""
     with ThreadPoolExecutor(max_workers=max(1, min(4, os.cpu_count() or 1))) as pool:
         jobs = {}
-        for case in cases:
-            if case.status != "pending":
-                continue
+        for case in _pending(cases):
             bar.set_postfix_str(f"{case.attention} L={case.length}", refresh=True)
             try:
                 jobs[pool.submit(_timed_compile, bench.lower(case), memory_options())] = case
@@ -447,32 +443,41 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 case.skip(f"failed to build or compile: {_short(err)}")
             bar.update(1)
 
-    budget, source = measure.free_memory()
+
+def memory_budget(args: argparse.Namespace) -> tuple[int, str]:
+    """Bytes a config may plan to use and where that number comes from."""
     if args.budget_bytes:
-        budget, source = args.budget_bytes, "--memory-budget-gb"
-    else:
-        budget = int(budget * FIT_MARGIN)
-        source += f" x {FIT_MARGIN}"
-    plan_fit(cases, budget, source)
+        return args.budget_bytes, "--memory-budget-gb"
+    budget, source = measure.free_memory()
+    return int(budget * FIT_MARGIN), f"{source} x {FIT_MARGIN}"
 
-    if isolate:
-        bar.set_description("memory (fresh process per config)")
-        for case in cases:
-            if case.status == "pending":
-                bar.set_postfix_str(f"{case.attention} L={case.length}", refresh=True)
-                out = _run_isolated(case, args)
-                if out["status"] != "ok":
-                    case.skip(out["reason"])
-                else:
-                    case.memory = out["memory"]
-                bar.update(1)
 
-    peak = measure.matmul_peak(args.dtype, args.peak_size)
-    keys = [jax.random.key(i) for i in range(1 + args.warmup + args.steps)]
+def measure_isolated(cases: list[Case], args: argparse.Namespace, bar) -> None:
+    """Each pending case's device peak, measured in a fresh process of its own."""
+    bar.set_description("memory (fresh process per config)")
+    for case in _pending(cases):
+        bar.set_postfix_str(f"{case.attention} L={case.length}", refresh=True)
+        out = _run_isolated(case, args)
+        if out["status"] != "ok":
+            case.skip(out["reason"])
+        else:
+            case.memory = out["memory"]
+        bar.update(1)
+
+
+def _run_time_error(err: BaseException) -> str:
+    return (("out of memory at run time: " if _is_oom(err) else "failed at run time: ")
+            + _short(err))
+
+
+def warm_up(bench: Bench, cases: list[Case], args: argparse.Namespace, keys, isolate: bool,
+            fusions: tuple[str, str], bar) -> None:
+    """Materialize each case, run its first step, pick its step program (with or without XLA:CPU's
+    YNN fusions, as lra.run would: ``fusions`` is ``xla_cpu.resolve``'s answer) and run the untimed
+    ``--warmup`` steps."""
+    choice, fusions_source = fusions
     bar.set_description("warm-up")
-    for case in cases:
-        if case.status != "pending":
-            continue
+    for case in _pending(cases):
         bar.set_postfix_str(f"{case.attention} L={case.length}", refresh=True)
         try:
             bench.materialize(case)
@@ -484,28 +489,51 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             for i in range(args.warmup):
                 bench.step(case, keys[1 + i])
         except Exception as err:
-            case.skip(("out of memory at run time: " if _is_oom(err) else "failed at run time: ")
-                      + _short(err))
+            case.skip(_run_time_error(err))
         bar.update(1 + args.warmup)
 
+
+def time_round_robin(bench: Bench, cases: list[Case], args: argparse.Namespace, keys, bar) -> None:
+    """``--steps`` rounds of one timed step per pending case, so that drift hits all alike."""
     bar.set_description("timing (round-robin)")
     for i in range(args.steps):
-        for case in cases:
-            if case.status != "pending":
-                continue
+        for case in _pending(cases):
             try:
                 case.times.append(bench.step(case, keys[1 + args.warmup + i]))
             except Exception as err:
-                case.skip(("out of memory at run time: " if _is_oom(err) else "failed at run time: ")
-                          + _short(err))
+                case.skip(_run_time_error(err))
             bar.update(1)
+
+
+def _pending(cases: list[Case]):
+    return (case for case in cases if case.status == "pending")
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    """The whole benchmark; returns the result record (also written to ``args.out``)."""
+    families, cases = select_cases(args)
+    bench = Bench(args.task, args.preset, args.overrides, args.batch, args.dtype, args.seed)
+    platform = jax.devices()[0].platform
+    isolate = args.isolate == "yes" or (args.isolate == "auto" and platform != "cpu")
+    fusions = xla_cpu.resolve(args.xla_cpu_fusions)  # a bad choice fails before any compile
+    n_pending = sum(1 for _ in _pending(cases))
+    bar = tqdm(total=n_pending * (2 + isolate + args.warmup + args.steps), desc="compile",
+               disable=not args.progress, dynamic_ncols=True, file=sys.stderr)
+    compile_all(bench, cases, bar)
+    budget, source = memory_budget(args)
+    plan_fit(cases, budget, source)
+    if isolate:
+        measure_isolated(cases, args, bar)
+    peak = measure.matmul_peak(args.dtype, args.peak_size)
+    keys = [jax.random.key(i) for i in range(1 + args.warmup + args.steps)]
+    warm_up(bench, cases, args, keys, isolate, fusions, bar)
+    time_round_robin(bench, cases, args, keys, bar)
     bar.close()
     for case in cases:
         if case.status == "pending":
             case.status = "ok"
         case.args = case.compiled = case.make = case.lowered = None
         case.variants = {}
-
     records = summarize(cases, isolate)
     for r in records:
         if r["status"] == "ok":
