@@ -45,7 +45,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--checkpoint", default="last", choices=CHECKPOINTS,
                    help="last (the newest saved state; LRA's protocol) or best (the "
                         "best-validation state; the modern protocol's selection)")
-    p.add_argument("--split", default="test", choices=SPLITS)
+    p.add_argument("--split", default="test", choices=SPLITS,
+                   help="test (default), val or train, always the whole split (training's "
+                        "validation stops at train.eval_batches batches where that is > 0)")
     p.add_argument("--batch-size", type=int, default=None,
                    help="evaluation batch (default: the run's train.batch_size, as training "
                         "evaluated; another size gives the same accuracy up to float summation)")
