@@ -137,7 +137,13 @@ def evaluate(workdir: Path, *, checkpoint: str = "last", split: str = "test",
         except ValueError as err:
             raise EvaluateError(str(err)) from None
         setup = create_train_state(cfg, task, mesh)
-        state, _ = ckpt.restore(checkpoint, step, setup.state)
+        try:
+            state, _ = ckpt.restore(checkpoint, step, setup.state)
+        except CheckpointError:
+            # verified files and a config that resolves: the code builds another model from it
+            raise EvaluateError(f"{where}: its state does not fit the model this version of the "
+                                f"code builds from its config; evaluate it with the commit that "
+                                f"trained it (its result file's git.commit)") from None
     except CheckpointError as err:
         raise EvaluateError(" ".join(str(err).split())) from None
     finally:

@@ -96,23 +96,32 @@ def test_damaged_checkpoint_is_refused(trained, tmp_path, capsys):
     assert "do not match the checksum" in err
 
 
-def test_config_of_another_code_version_is_refused(trained, tmp_path, capsys):
-    workdir, data, _ = trained
-    copy = tmp_path / "wd"
+def _with_stored_config(workdir: Path, copy: Path, change) -> None:
+    """A copy of ``workdir`` whose last checkpoint stores ``change(config)``, checksum re-recorded:
+    the files are intact, only the code that reads them differs from the one that wrote them."""
+    from lra.checkpoint import folder_digest
+
     shutil.copytree(workdir, copy, ignore=shutil.ignore_patterns("lock"))
     last = copy / "checkpoints" / "last"
     step = max(int(p.name) for p in last.iterdir() if p.name.isdigit())
     meta_file = last / str(step) / "meta" / "metadata"
     meta = json.loads(meta_file.read_text())
-    meta["config"]["model"]["retired_option"] = 3  # a key this version does not know
+    change(meta["config"])
     meta_file.write_text(json.dumps(meta))
-    # re-record its checksum: the files are intact, only the code that reads them differs
-    from lra.checkpoint import folder_digest
-
     (copy / "checkpoints" / "checksums" / f"last-{step}.sha256").write_text(
         f"{folder_digest(last / str(step))}  last/{step}\n")
-    err = _fails(["--workdir", str(copy), "--data-dir", str(data)], capsys)
+
+
+def test_config_of_another_code_version_is_refused(trained, tmp_path, capsys):
+    workdir, data, _ = trained
+    _with_stored_config(workdir, tmp_path / "a",
+                        lambda c: c["model"].update(retired_option=3))  # a key unknown here
+    err = _fails(["--workdir", str(tmp_path / "a"), "--data-dir", str(data)], capsys)
     assert "cannot be rebuilt by this version" in err and "retired_option" in err
+    # a config that resolves but builds another model than the one saved (e.g. a changed default)
+    _with_stored_config(workdir, tmp_path / "b", lambda c: c["model"].update(mlp_dim=48))
+    err = _fails(["--workdir", str(tmp_path / "b"), "--data-dir", str(data)], capsys)
+    assert "does not fit the model this version of the code builds" in err
 
 
 def test_bad_command_line(tmp_path):

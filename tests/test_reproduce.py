@@ -76,3 +76,17 @@ def test_reproduce_runs_the_seeds_and_prints_the_table(tmp_path, capsys):
     assert reproduce.main(argv) == 0
     assert capsys.readouterr().out == out
     assert sorted((tmp_path / "results" / "runs").glob("*.json")) == runs
+
+
+def test_shard_and_overrides_are_passed_to_the_sweep(tmp_path, monkeypatch, capsys):
+    from lra import sweep
+
+    seen = []
+    monkeypatch.setattr(sweep, "main", lambda argv: seen.append(argv) or 0)
+    code = reproduce.main(["modern/s5/listops", "--preset", "tiny", "--seeds", "0-3", "--shard",
+                           "1/2", "--set", "train.num_steps=3", "--results-dir", str(tmp_path)])
+    assert code == 0  # the other shard's seeds are not this one's to report missing
+    [argv] = seen
+    assert argv[argv.index("--shard") + 1] == "1/2"
+    assert argv[argv.index("--protocol") + 1] == "modern" and "--set=train.num_steps=3" in argv
+    assert "4 of 4 seeds have no result yet" in capsys.readouterr().out
