@@ -169,9 +169,12 @@ def finished_configs(results_dir: Path) -> dict[str, str]:
     done: dict[str, str] = {}
     for path in sorted((Path(results_dir) / "runs").glob("*.json")):
         try:
-            config = config_lib.with_protocol(json.loads(path.read_text())["config"])
+            record = json.loads(path.read_text())
+            config = config_lib.with_protocol(record["config"])
         except (OSError, ValueError, KeyError, TypeError) as err:
             raise SweepError(f"{path}: not a valid result file ({err!r}); move it away or fix it") from None
+        if "evaluation_of" in record:  # lra.evaluate's file: an evaluation of a seed, not a seed
+            continue
         done.setdefault(_canonical(config), path.name)
     return done
 

@@ -1,0 +1,241 @@
+"""Evaluate a work directory's checkpoint on one split: ``python -m lra.evaluate --workdir W``.
+
+    python -m lra.evaluate --workdir workdirs/listops-softmax-small-seed0                 # last, test
+    python -m lra.evaluate --workdir W --checkpoint best --split val
+    python -m lra.evaluate --workdir W --write-result --results-dir results               # keep it
+
+The checkpoint is verified as a resumed run verifies it (``lra.checkpoint``: the SHA-256 recorded
+when it was written) and only then restored; the model is rebuilt from the config stored with it
+(not from today's configs/), and the split is evaluated with the trainer's own evaluation step,
+batching and summation order (``lra.train.make_eval_step``, ``lra.data_pipeline.eval_batches``), so
+at the training run's batch size (the default) the accuracy equals the one the run recorded, bit
+for bit on the same device (long-range-arena#60: a reloaded checkpoint that scores like a random
+model is the failure this guards against; tests/test_evaluate.py checks it).
+
+Nothing is written unless ``--write-result``: then one result file under ``<results-dir>/runs/``
+with a top-level ``evaluation_of`` = {workdir, checkpoint, step, run_file} (the training run's result
+file name, or null). Such a file is an evaluation of a seed, never a seed of its own: the leaderboard
+and ``lra.sweep``'s skip check leave it out.
+
+Exit status: 0 done, 1 the checkpoint cannot be used (none, damaged, written by another code version
+or for data that cannot be rebuilt), 2 bad command line. Every failure is one line on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+SPLITS = ("test", "val", "train")
+CHECKPOINTS = ("last", "best")
+
+
+class EvaluateError(RuntimeError):
+    """The checkpoint cannot be evaluated; the message says why in one line (exit status 1)."""
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m lra.evaluate",
+        description="Evaluate a work directory's verified checkpoint on one split, with the model "
+                    "rebuilt from the config stored in the checkpoint.")
+    p.add_argument("--workdir", type=Path, required=True, help="the training run's work directory")
+    p.add_argument("--checkpoint", default="last", choices=CHECKPOINTS,
+                   help="last (the newest saved state; LRA's protocol) or best (the "
+                        "best-validation state; the modern protocol's selection)")
+    p.add_argument("--split", default="test", choices=SPLITS,
+                   help="test (default), val or train, always the whole split (training's "
+                        "validation stops at train.eval_batches batches where that is > 0)")
+    p.add_argument("--batch-size", type=int, default=None,
+                   help="evaluation batch (default: the run's train.batch_size, as training "
+                        "evaluated; another size gives the same accuracy up to float summation)")
+    p.add_argument("--data-dir", type=Path, default=None,
+                   help="data directory (default: $LRA_DATA_DIR, else ~/.cache/lra)")
+    p.add_argument("--write-result", action="store_true",
+                   help="write a result file marked evaluation_of under <results-dir>/runs/")
+    p.add_argument("--results-dir", type=Path, default=Path("results"))
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    return p
+
+
+def _pick_step(ckpt, which: str) -> int:
+    """The newest step of ``which``; it must verify (an older one is not silently evaluated)."""
+    steps = ckpt.steps(which)
+    if not steps:
+        raise EvaluateError(f"no {which!r} checkpoint in {ckpt.root / which}")
+    step = steps[-1]
+    problem = ckpt.verify(which, step)
+    if problem is not None:
+        older = [s for s in steps[:-1] if ckpt.verify(which, s) is None]
+        hint = f" (step {older[-1]} verifies; resuming the run would fall back to it)" if older else ""
+        raise EvaluateError(f"{ckpt.root / which / str(step)}: {problem}; not evaluated{hint}")
+    return step
+
+
+def _config(saved: Any, where: Path):
+    """The stored config as a ``Config``, checked as ``lra.config.load`` checks a fresh one."""
+    from lra import config as config_lib
+    from lra.registry import UnknownNameError
+
+    try:
+        cfg = config_lib.Config.from_dict(config_lib.with_protocol(saved))
+        config_lib.validate(cfg)
+    except (TypeError, KeyError, AttributeError, ValueError, UnknownNameError) as err:
+        raise EvaluateError(f"{where}: its stored config cannot be rebuilt by this version of the "
+                            f"code ({type(err).__name__}: {' '.join(str(err).split())}); evaluate "
+                            f"it with the commit that trained it (its result file's git.commit)"
+                            ) from None
+    return cfg
+
+
+def evaluate(workdir: Path, *, checkpoint: str = "last", split: str = "test",
+             batch_size: int | None = None, data_dir: Path | None = None,
+             progress: bool = True) -> dict[str, Any]:
+    """Restore ``workdir``'s newest verified ``checkpoint`` and evaluate ``split``.
+
+    Returns {accuracy, loss, examples, step, checkpoint, split, batch_size, config (a dict)}.
+    Raises ``EvaluateError`` with a one-line message for anything that makes the checkpoint unusable.
+    """
+    if checkpoint not in CHECKPOINTS:
+        raise EvaluateError(f"unknown checkpoint {checkpoint!r}; choose from {', '.join(CHECKPOINTS)}")
+    if split not in SPLITS:
+        raise EvaluateError(f"unknown split {split!r}; choose from {', '.join(SPLITS)}")
+    workdir = Path(workdir)
+    if not (workdir / "checkpoints" / checkpoint).is_dir():
+        raise EvaluateError(f"no {checkpoint!r} checkpoint in {workdir} "
+                            f"({workdir / 'checkpoints' / checkpoint} does not exist)")
+
+    import jax
+    from tqdm.auto import tqdm
+
+    import tasks
+    from lra import sharding
+    from lra.checkpoint import CheckpointError, Checkpoints
+    from lra.data import default_data_dir
+    from lra.data_pipeline import eval_batches
+    from lra.train import create_train_state, make_eval_step
+
+    ckpt = Checkpoints(workdir)
+    try:
+        step = _pick_step(ckpt, checkpoint)
+        where = ckpt.root / checkpoint / str(step)
+        cfg = _config(ckpt.restore_meta(checkpoint, step).get("config"), where)
+        task = tasks.build(cfg.task, Path(data_dir or default_data_dir()), **cfg.data)
+        try:
+            task.prepare()
+        except tasks.DataError as err:
+            raise EvaluateError(f"data of {cfg.task}: {' '.join(str(err).split())}") from None
+        source = task.source(split)
+        if len(source) == 0:
+            raise EvaluateError(f"the {split} split of {cfg.task} is empty")
+        mesh = sharding.make_mesh()
+        batch = batch_size or cfg.train.batch_size
+        try:
+            sharding.check_batch_size(batch, mesh)
+        except ValueError as err:
+            raise EvaluateError(str(err)) from None
+        setup = create_train_state(cfg, task, mesh)
+        try:
+            state, _ = ckpt.restore(checkpoint, step, setup.state)
+        except CheckpointError:
+            # verified files and a config that resolves: the code builds another model from it
+            raise EvaluateError(f"{where}: its state does not fit the model this version of the "
+                                f"code builds from its config; evaluate it with the commit that "
+                                f"trained it (its result file's git.commit)") from None
+    except CheckpointError as err:
+        raise EvaluateError(" ".join(str(err).split())) from None
+    finally:
+        ckpt.close()
+
+    repl, data_sharding = sharding.replicated(mesh), sharding.batch_sharding(mesh)
+    eval_step = jax.jit(make_eval_step(setup.graphdef),
+                        in_shardings=(repl, repl, repl, data_sharding), out_shardings=repl)
+    # The trainer's _evaluate, step for step: the same batches, the same float sums in order.
+    sums = {"correct": 0.0, "loss": 0.0, "count": 0.0}
+    bar = tqdm(total=-(-len(source) // batch), desc=f"{cfg.task}/{cfg.attention} {split}",
+               disable=not progress or jax.process_index() != 0, dynamic_ncols=True,
+               mininterval=1.0, file=sys.stderr, leave=False)
+    for b in eval_batches(source, batch, process_index=jax.process_index(),
+                          process_count=jax.process_count()):
+        out = eval_step(state["params"], state["batch_stats"], setup.rest,
+                        sharding.to_global(b, data_sharding))
+        for k in sums:
+            sums[k] += float(out[k])
+        bar.update(1)
+    bar.close()
+    n = max(sums["count"], 1.0)
+    return {"accuracy": sums["correct"] / n, "loss": sums["loss"] / n,
+            "examples": int(sums["count"]), "step": step, "checkpoint": checkpoint, "split": split,
+            "batch_size": batch, "config": cfg.to_dict()}
+
+
+def training_run_file(workdir: Path) -> str | None:
+    """The name of the result file of ``workdir``'s completed run, or None (not finished)."""
+    from lra import workdir as workdir_lib
+
+    try:
+        record = workdir_lib.finished(workdir)
+    except OSError:
+        return None
+    path = (record or {}).get("result_file")
+    return Path(path).name if path else None
+
+
+def write_result(out: dict[str, Any], workdir: Path, results_dir: Path) -> Path:
+    """One result file for the evaluation ``out``, marked ``evaluation_of`` (never a seed)."""
+    from lra import results
+
+    cfg = out["config"]
+    record = {
+        "task": cfg["task"], "attention": cfg["attention"], "preset": cfg["preset"],
+        "protocol": cfg.get("protocol", "lra"), "seed": cfg["seed"], "config": cfg,
+        "evaluation_of": {"workdir": str(workdir), "checkpoint": out["checkpoint"],
+                          "step": out["step"], "run_file": training_run_file(workdir)},
+        "split": out["split"],
+        "metrics": {"accuracy": out["accuracy"], "loss": out["loss"], "examples": out["examples"],
+                    "batch_size": out["batch_size"]},
+        "device": results.device_info(), "versions": results.versions(),
+        "git": results.git_commit(), "date": results.now(), "status": "evaluated",
+    }
+    suffix = f"__eval-{out['checkpoint']}{out['step']}-{out['split']}"
+    for _ in range(100):
+        path = results.run_path(results_dir, record)
+        path = path.with_name(path.stem + suffix + path.suffix)
+        try:
+            results.write_new(path, record)
+        except FileExistsError:
+            continue
+        return path
+    raise RuntimeError(f"could not find a free result file name in {Path(results_dir) / 'runs'}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    if args.batch_size is not None and args.batch_size < 1:
+        print(f"error: --batch-size must be >= 1, got {args.batch_size}", file=sys.stderr)
+        return 2
+    try:
+        out = evaluate(args.workdir, checkpoint=args.checkpoint, split=args.split,
+                       batch_size=args.batch_size, data_dir=args.data_dir,
+                       progress=not args.no_progress)
+        path = write_result(out, args.workdir, args.results_dir) if args.write_result else None
+    except EvaluateError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    except OSError as err:
+        print(f"error: {' '.join(str(err).split())}", file=sys.stderr)
+        return 1
+    cfg = out["config"]
+    print(f"{cfg['task']}/{cfg['attention']} ({cfg['preset']}, {cfg.get('protocol', 'lra')} "
+          f"protocol, seed {cfg['seed']}), {out['checkpoint']} checkpoint at step {out['step']}: "
+          f"{out['split']} accuracy {out['accuracy']:.4f}, loss {out['loss']:.4f} on "
+          f"{out['examples']} examples (batch {out['batch_size']})")
+    if path is not None:
+        print(f"result: {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

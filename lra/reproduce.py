@@ -1,0 +1,309 @@
+"""Reproduce a published row: ``python -m lra.reproduce lra/softmax/listops --seeds 0,1,2``.
+
+    python -m lra.reproduce --list                                     # every row it knows
+    python -m lra.reproduce lra/softmax/listops --preset small         # minutes on a laptop CPU
+    python -m lra.reproduce modern/s5/pathfinder --seeds 0-4           # S5's recipe, its budget
+    python -m lra.reproduce lra/softmax/text --shard 0/2 --no-table    # half the seeds, here
+
+A row is ``<protocol>/<family>/<task>``: one printed cell of a published table
+(``lra.leaderboard.published``) and the config of this suite that runs its recipe (``ROWS``:
+protocol, family, task, the ``paper`` preset as the row's budget, and any config delta). The seeds
+run through ``lra.sweep`` (one ``lra.run`` per seed: resumable, a finished seed is skipped, and
+``--shard`` is passed on), then one table compares what was printed with what was measured: the
+measured mean ± std over seeds, its 95% Student-t interval (``lra.leaderboard.cells``), the
+difference and how many seeds stayed at chance. The measured value is the protocol's headline:
+test accuracy at the last step under ``lra`` (LRA's Table 1), at the best-validation step under
+``modern``.
+
+At chance: a seed whose test accuracy lies within one standard error of 1/classes, the standard
+error of a model at chance on that seed's n test examples, sqrt(p (1 - p) / n) (the rule of the
+trainer's at-chance notice, ``lra.metrics_log``). A mean hides such seeds; the table counts them.
+
+Exit status: 0 table printed with every seed measured, 1 a seed failed or has no result yet (the
+table shows those that have one), 2 bad command line or an unknown row.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lra.leaderboard import published
+
+# Where every LRA-protocol row departs from LRA's own run (README "Comparability with LRA's Table
+# 1": the fixes there apply to every family and move results toward what the model can do).
+LRA_COMMON = {  # per task (the fixes that apply to every family there)
+    "listops": "the ListOps vocabulary fixed (16 ids; LRA's had an unused OOV id)",
+    "text": "",
+    "retrieval": "a CLS token is prepended (LRA pooled the first byte) and the head reads "
+                 "[u, v, u*v, u-v] (LRA's code passed [u, v])",
+    "image": "masks from true lengths (LRA masked black pixels as padding)",
+    "pathfinder": "masks from true lengths (LRA masked black pixels as padding); the Transformer "
+                  "of LRA's pathfinder32 config at HEAD (4 layers, d 32)",
+    "pathx": "masks from true lengths (LRA masked black pixels as padding)",
+}
+LRA_DEPARTURES = {
+    "local": "contiguous blocks (LRA: strided groups); CLS global on CLS-pooled tasks",
+    "sparse": "non-causal fixed pattern (LRA: causal); c summary columns (LRA: c + 1)",
+    "longformer": "CLS is a global token with its own projections (LRA: none)",
+    "linformer": "padded positions masked before the length projection",
+    "reformer": "chunks of 64 in sorted order, normalised keys, pads masked (LRA: ~L/10 chunks)",
+    "sinkhorn": "each block attends to its own and its soft-sorted block (LRA summed all blocks)",
+    "bigbird": "random blocks drawn once; Image runs 4 heads (LRA's num_head typo)",
+    "linear": "padded keys zeroed (LRA summed the pads into every query)",
+    "performer": "padded keys zeroed",
+    "cosformer": "not in LRA: the cosFormer paper's model at the Transformer's size of each task",
+}
+# Where a modern recipe runs differently here (configs/_recipes.py's docstring).
+MODERN_DEPARTURES = {
+    "s5": "half_glu2 runs as half_glu1; dt_global and S5's opt_config variants not modelled; "
+          "the encoder adds positions",
+    "s4d": "S4D-Inv initialisation (the row: S4D-LegS); the S4 block's GLU runs as a half-GLU; "
+           "the encoder adds positions",
+    "lru": "bidirectional on every task (the paper: only Pathfinder and Path-X); base lr 1e-3 "
+           "(not tabulated); the encoder adds positions",
+    "mega": "ScaleNorm runs as LayerNorm, linear decay as cosine, the EMA is not truncated; the "
+            "encoder adds positions",
+}
+# The published modern rows this suite has a family for (S4, Mega-chunk, Megalodon: none).
+MODERN_FAMILIES = {"S5": "s5", "S4D-LegS": "s4d", "LRU": "lru", "Mega": "mega"}
+
+
+@dataclass(frozen=True)
+class Row:
+    """One published cell and the config of this suite that corresponds to it."""
+
+    name: str  # "<protocol>/<family>/<task>"
+    protocol: str
+    family: str  # the suite's attention family
+    task: str
+    printed: float | str  # percent as printed, or published.FAIL
+    source: str
+    overrides: tuple[str, ...] = ()  # config deltas beyond configs/<task>.py (none needed so far)
+    departs: str = ""  # where this suite's config departs from the row's run
+    preset: str = "paper"  # the row's own budget
+
+    def command(self) -> str:
+        sets = "".join(f" --set {o}" for o in self.overrides)
+        return (f"python -m lra.run --task {self.task} --attn {self.family} --protocol "
+                f"{self.protocol} --preset {self.preset}{sets}")
+
+
+def _rows() -> dict[str, Row]:
+    rows: dict[str, Row] = {}
+    for source, table in published.SOURCES:
+        for family, values in table.items():
+            for task, value in zip(published.TASKS, values):
+                if value is None:
+                    continue
+                name = f"lra/{family}/{task}"
+                departs = "; ".join(x for x in (LRA_DEPARTURES.get(family), LRA_COMMON[task]) if x)
+                rows[name] = Row(name, "lra", family, task, value, source, departs=departs)
+    for label, (values, _, source) in published.MODERN_PUBLISHED.items():
+        family = MODERN_FAMILIES.get(label)
+        if family is None:
+            continue
+        for task, value in zip(published.TASKS, values):
+            departs = MODERN_DEPARTURES[family]
+            if family == "lru" and task == "image":
+                departs = "the row's Image is colour sCIFAR, this suite's is LRA's grey CIFAR-10; " \
+                          + departs
+            name = f"modern/{family}/{task}"
+            rows[name] = Row(name, "modern", family, task, value, f"{label}: {source}",
+                             departs=departs)
+    return rows
+
+
+ROWS = _rows()
+
+
+class UnknownRowError(ValueError):
+    """A row name that is not in ``ROWS``; the message lists close matches."""
+
+
+def find(name: str) -> Row:
+    if name in ROWS:
+        return ROWS[name]
+    close = difflib.get_close_matches(name, list(ROWS), n=5, cutoff=0.6)
+    hint = f"; close matches: {', '.join(close)}" if close else ""
+    raise UnknownRowError(f"unknown row {name!r}{hint} (python -m lra.reproduce --list prints "
+                          f"all {len(ROWS)})")
+
+
+# ----------------------------------------------------------------------------------------------
+# Measured values: the result files of the row's seeds.
+
+
+def metric_keys(protocol: str) -> tuple[str, str]:
+    """(metrics key, data.evaluated key) of the protocol's headline test accuracy."""
+    return (("test_accuracy_at_last", "test_at_last") if protocol == "lra"
+            else ("test_accuracy_at_best_val", "test_at_best_val"))
+
+
+def seed_results(configs: dict[int, dict[str, Any]], results_dir: Path) -> dict[int, dict]:
+    """{seed: newest result record whose resolved config is ``configs[seed]``} (evaluations of a
+    checkpoint, ``evaluation_of``, are not seeds and are left out)."""
+    wanted = {json.dumps(c, sort_keys=True): seed for seed, c in configs.items()}
+    found: dict[int, dict] = {}
+    for path in sorted((Path(results_dir) / "runs").glob("*.json")):
+        try:
+            record = json.loads(path.read_text())
+            from lra.config import with_protocol
+
+            key = json.dumps(with_protocol(record["config"]), sort_keys=True)
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        seed = wanted.get(key)
+        if seed is None or "evaluation_of" in record:
+            continue
+        if seed not in found or record.get("date", "") >= found[seed].get("date", ""):
+            found[seed] = {**record, "_file": path.name}
+    return found
+
+
+def at_chance(accuracy: float, num_classes: int, examples: int) -> bool:
+    """Within one standard error of chance (1/classes) on ``examples`` test examples."""
+    from lra.metrics_log import standard_error
+
+    chance = 1.0 / num_classes
+    return abs(accuracy - chance) <= standard_error(chance, examples)
+
+
+def table(row: Row, records: dict[int, dict], seeds: list[int], preset: str,
+          overrides: tuple[str, ...] = ()) -> list[str]:
+    """The comparison, as Markdown lines with the notes under it."""
+    from lra.leaderboard.cells import cell_stats, md_table
+
+    key, evaluated = metric_keys(row.protocol)
+    values, chance_flags, per_seed = [], [], []
+    for seed in seeds:
+        r = records.get(seed)
+        if r is None or r["metrics"].get(key) is None:
+            continue
+        acc = float(r["metrics"][key])
+        n = int(r["data"]["evaluated"][evaluated])
+        classes = int(r["task_facts"]["num_classes"])
+        values.append(acc)
+        chance_flags.append(at_chance(acc, classes, n))
+        per_seed.append(f"seed {seed}: {100 * acc:.2f}{' (at chance)' if chance_flags[-1] else ''}")
+    s = cell_stats(values)
+    printed = row.printed if isinstance(row.printed, str) else f"{row.printed:.2f}"
+    if s is None:
+        measured, diff = "—", "—"
+    else:
+        measured = (f"{s.mean:.2f} (1)" if s.std is None
+                    else f"{s.mean:.2f} ± {s.std:.2f} [{s.low:.2f}, {s.high:.2f}] ({s.n})")
+        diff = "—" if isinstance(row.printed, str) else f"{s.mean - row.printed:+.2f}"
+    what = ("test accuracy at the last step" if row.protocol == "lra"
+            else "test accuracy at the best-validation step")
+    lines = [f"{row.name}: {row.source}; {what}, percent; preset {preset}, seeds "
+             f"{','.join(map(str, seeds))}", ""]
+    lines += md_table(["printed", "measured mean ± std [95% interval] (n)", "difference",
+                       "seeds at chance"],
+                      [[printed, measured, diff, f"{sum(chance_flags)}/{len(values)}"]])
+    lines.append("")
+    if per_seed:
+        lines.append("; ".join(per_seed))
+    if len(values) < len(seeds):
+        lines.append(f"{len(seeds) - len(values)} of {len(seeds)} seeds have no result yet "
+                     f"(failed, another shard's, or not run)")
+    if preset != row.preset:
+        lines.append(f"not like for like: preset {preset} is not the row's budget "
+                     f"({row.preset}: {row.command()}); the difference says nothing about the "
+                     f"recipe")
+    if overrides:
+        lines.append(f"not the row's recipe: --set {' --set '.join(overrides)} on top of it")
+    lines.append("at chance: test accuracy within one standard error of 1/classes, "
+                 "sqrt(p (1 - p) / n) on the seed's n test examples")
+    if row.departs:
+        where = ("README 'Comparability with LRA's Table 1'" if row.protocol == "lra"
+                 else "README 'Two protocols'")
+        lines.append(f"this suite's config departs from the row's: {row.departs} ({where})")
+    if row.printed == published.FAIL:
+        lines.append("printed FAIL: the source reports the model at chance (no accuracy printed)")
+    return lines
+
+
+# ----------------------------------------------------------------------------------------------
+# Command line.
+
+
+def parser() -> argparse.ArgumentParser:
+    from lra import config as config_lib
+
+    p = argparse.ArgumentParser(
+        prog="python -m lra.reproduce",
+        description="Run a published row's recipe over seeds (through lra.sweep) and print "
+                    "measured against printed.")
+    p.add_argument("row", nargs="?", help="<protocol>/<family>/<task>, e.g. lra/softmax/listops "
+                                          "or modern/s5/pathfinder (--list prints them all)")
+    p.add_argument("--list", action="store_true", help="print every row and its config, then exit")
+    p.add_argument("--seeds", default="0,1,2", help="e.g. 0,1,2 or 0-4 (default: 0,1,2)")
+    p.add_argument("--preset", default="paper", choices=config_lib.PRESETS,
+                   help="paper: the row's own budget (the default); small and tiny are not like "
+                        "for like, and the table says so")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="passed on to every run after the row's own deltas (the table is then "
+                        "not the row's recipe)")
+    p.add_argument("--results-dir", type=Path, default=Path("results"))
+    p.add_argument("--workdirs", type=Path, default=Path("workdirs"))
+    p.add_argument("--data-dir", type=Path, default=None)
+    p.add_argument("--shard", default=None, metavar="I/N",
+                   help="run only the I-th of N slices of the seeds (lra.sweep --shard)")
+    p.add_argument("--no-run", action="store_true",
+                   help="run nothing: the table from the result files already there")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    if args.list:
+        width = max(map(len, ROWS))
+        for row in ROWS.values():
+            printed = row.printed if isinstance(row.printed, str) else f"{row.printed:.2f}"
+            print(f"{row.name:{width}}  {printed:>6}  {row.command()}  ({row.source})")
+        return 0
+    from lra import config as config_lib
+    from lra import sweep
+
+    try:
+        if args.row is None:
+            raise UnknownRowError("name a row (e.g. lra/softmax/listops), or --list")
+        row = find(args.row)
+        seeds = sweep.parse_seeds(args.seeds)
+        overrides = [*row.overrides, *args.overrides]
+        configs = {s: json.loads(json.dumps(config_lib.load(
+            row.task, row.family, preset=args.preset, seed=s, overrides=overrides,
+            protocol=row.protocol).to_dict())) for s in seeds}
+    except (UnknownRowError, sweep.SweepError, config_lib.ConfigError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    code = 0
+    if not args.no_run:
+        sweep_argv = ["--task", row.task, "--attn", row.family, "--seeds", args.seeds,
+                      "--preset", args.preset, "--protocol", row.protocol,
+                      "--results-dir", str(args.results_dir), "--workdirs", str(args.workdirs),
+                      "--no-leaderboard"]
+        sweep_argv += [f"--set={o}" for o in overrides]
+        if args.data_dir is not None:
+            sweep_argv += ["--data-dir", str(args.data_dir)]
+        if args.shard is not None:
+            sweep_argv += ["--shard", args.shard]
+        code = sweep.main(sweep_argv)
+        if code == 2:
+            return 2
+    records = seed_results(configs, args.results_dir)
+    print("\n".join(table(row, records, seeds, args.preset, tuple(args.overrides))))
+    if args.shard is not None:  # the other shards' seeds are theirs to run
+        return 1 if code else 0
+    return 1 if code or any(s not in records for s in seeds) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+

@@ -1,0 +1,132 @@
+"""``python -m lra.evaluate``: a restored checkpoint scores what its training run recorded, bit for
+bit on CPU (long-range-arena#60: a reloaded checkpoint that scored like a random model), and every
+unusable input is one line and exit 1 (2 for the command line)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import SMALL_LISTOPS, cli_env
+
+from lra import evaluate as evaluate_cli
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A tiny ListOps run (softmax, 20 steps, validation every 5): (workdir, data dir, results)."""
+    root = tmp_path_factory.mktemp("evaluate")
+    workdir, data, res = root / "wd", root / "data", root / "results"
+    subprocess.run([sys.executable, "-m", "lra.run", "--task", "listops", "--attn", "softmax",
+                    "--preset", "tiny", *SMALL_LISTOPS, "--set", "train.eval_every=5",
+                    "--workdir", str(workdir), "--data-dir", str(data), "--results-dir", str(res),
+                    "--no-progress"], check=True, env=cli_env(), capture_output=True, text=True)
+    return workdir, data, res
+
+
+def _logged(workdir: Path, split: str, step: int) -> dict:
+    """The training run's own evaluation record of ``split`` at ``step`` (metrics.jsonl)."""
+    records = [json.loads(line) for line in (workdir / "metrics.jsonl").read_text().splitlines()]
+    return [r for r in records if r.get("split") == split and r.get("step") == step][-1]
+
+
+def test_restored_checkpoints_score_what_training_recorded(trained):
+    workdir, data, res = trained
+    run = json.loads((workdir / "result.json").read_text())
+    m = run["metrics"]
+    last = evaluate_cli.evaluate(workdir, checkpoint="last", data_dir=data, progress=False)
+    best = evaluate_cli.evaluate(workdir, checkpoint="best", data_dir=data, progress=False)
+    assert last["step"] == m["steps"] and best["step"] == m["best_val_step"]
+    assert last["accuracy"] == m["test_accuracy_at_last"]  # exact: same batches, same sums
+    assert best["accuracy"] == m["test_accuracy_at_best_val"]
+    assert last["loss"] == _logged(workdir, "test_at_last", last["step"])["loss"]
+    assert best["loss"] == _logged(workdir, "test_at_best_val", best["step"])["loss"]
+    val = evaluate_cli.evaluate(workdir, checkpoint="best", split="val", data_dir=data,
+                                progress=False)
+    assert val["accuracy"] == m["best_val_accuracy"]  # tiny validates on the whole split
+    assert last["examples"] == run["data"]["evaluated"]["test_at_last"] == 32
+    assert not list((res / "runs").glob("*__eval-*.json"))  # nothing written unless asked
+
+
+def test_write_result_marks_an_evaluation_of_the_run(trained, tmp_path, capsys):
+    workdir, data, _ = trained
+    run_file = Path(json.loads((workdir / "result.json").read_text())["result_file"]).name
+    assert evaluate_cli.main(["--workdir", str(workdir), "--data-dir", str(data), "--no-progress",
+                              "--checkpoint", "best", "--write-result",
+                              "--results-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "best checkpoint at step" in out and "test accuracy" in out and "on 32 examples" in out
+    [path] = (tmp_path / "runs").glob("*.json")
+    record = json.loads(path.read_text())
+    assert record["evaluation_of"] == {"workdir": str(workdir), "checkpoint": "best",
+                                       "step": record["evaluation_of"]["step"],
+                                       "run_file": run_file}
+    # lra.sweep must not take an evaluation for a finished seed
+    from lra.sweep import finished_configs
+
+    assert finished_configs(tmp_path) == {}
+
+
+def _fails(argv: list[str], capsys, code: int = 1) -> str:
+    assert evaluate_cli.main(argv + ["--no-progress"]) == code
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("error: "), err
+    return err
+
+
+def test_no_checkpoint(tmp_path, capsys):
+    assert "no 'last' checkpoint" in _fails(["--workdir", str(tmp_path)], capsys)
+
+
+def test_damaged_checkpoint_is_refused(trained, tmp_path, capsys):
+    workdir, data, _ = trained
+    copy = tmp_path / "wd"
+    shutil.copytree(workdir, copy, ignore=shutil.ignore_patterns("lock"))
+    best = copy / "checkpoints" / "best"
+    [step] = [p for p in best.iterdir() if p.name.isdigit()]
+    victim = max((p for p in step.rglob("*") if p.is_file()), key=lambda p: p.stat().st_size)
+    raw = bytearray(victim.read_bytes())
+    raw[len(raw) // 2] ^= 0xFF
+    victim.write_bytes(bytes(raw))
+    err = _fails(["--workdir", str(copy), "--data-dir", str(data), "--checkpoint", "best"], capsys)
+    assert "do not match the checksum" in err
+
+
+def _with_stored_config(workdir: Path, copy: Path, change) -> None:
+    """A copy of ``workdir`` whose last checkpoint stores ``change(config)``, checksum re-recorded:
+    the files are intact, only the code that reads them differs from the one that wrote them."""
+    from lra.checkpoint import folder_digest
+
+    shutil.copytree(workdir, copy, ignore=shutil.ignore_patterns("lock"))
+    last = copy / "checkpoints" / "last"
+    step = max(int(p.name) for p in last.iterdir() if p.name.isdigit())
+    meta_file = last / str(step) / "meta" / "metadata"
+    meta = json.loads(meta_file.read_text())
+    change(meta["config"])
+    meta_file.write_text(json.dumps(meta))
+    (copy / "checkpoints" / "checksums" / f"last-{step}.sha256").write_text(
+        f"{folder_digest(last / str(step))}  last/{step}\n")
+
+
+def test_config_of_another_code_version_is_refused(trained, tmp_path, capsys):
+    workdir, data, _ = trained
+    _with_stored_config(workdir, tmp_path / "a",
+                        lambda c: c["model"].update(retired_option=3))  # a key unknown here
+    err = _fails(["--workdir", str(tmp_path / "a"), "--data-dir", str(data)], capsys)
+    assert "cannot be rebuilt by this version" in err and "retired_option" in err
+    # a config that resolves but builds another model than the one saved (e.g. a changed default)
+    _with_stored_config(workdir, tmp_path / "b", lambda c: c["model"].update(mlp_dim=48))
+    err = _fails(["--workdir", str(tmp_path / "b"), "--data-dir", str(data)], capsys)
+    assert "does not fit the model this version of the code builds" in err
+
+
+def test_bad_command_line(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "lra.evaluate", "--workdir", str(tmp_path),
+                          "--split", "dev"], capture_output=True, text=True, env=cli_env())
+    assert out.returncode == 2 and "invalid choice: 'dev'" in out.stderr
+    with pytest.raises(evaluate_cli.EvaluateError, match="unknown split"):
+        evaluate_cli.evaluate(tmp_path, split="dev")

@@ -1,0 +1,92 @@
+"""``python -m lra.reproduce``: every published row names a config that resolves, a row's seeds run
+through lra.sweep (a second call skips them) and the table compares printed with measured, counting
+the seeds at chance."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from helpers import SMALL_LISTOPS, cli_env
+
+from lra import config as config_lib
+from lra import reproduce
+from lra.leaderboard import published
+from lra.metrics_log import standard_error
+
+FEW_STEPS = [*SMALL_LISTOPS, "--set", "train.num_steps=4", "--set", "train.eval_every=2",
+             "--set", "train.checkpoint_every=2"]
+
+
+def test_every_row_names_a_config_that_resolves():
+    assert reproduce.ROWS["lra/softmax/listops"].printed == published.LRA_TABLE1["softmax"][0]
+    assert reproduce.ROWS["lra/softmax/pathx"].printed == published.FAIL
+    assert reproduce.ROWS["modern/s5/pathfinder"].printed == published.MODERN_PUBLISHED["S5"][0][4]
+    assert "lra/cosformer/pathx" not in reproduce.ROWS  # nothing printed
+    for row in reproduce.ROWS.values():
+        assert row.name == f"{row.protocol}/{row.family}/{row.task}"
+        config_lib.load(row.task, row.family, preset=row.preset, protocol=row.protocol,
+                        overrides=list(row.overrides))
+    assert "colour sCIFAR" in reproduce.ROWS["modern/lru/image"].departs
+    assert "LegS" in reproduce.ROWS["modern/s4d/text"].departs
+
+
+def test_list_and_unknown_row():
+    env = cli_env()
+    out = subprocess.run([sys.executable, "-m", "lra.reproduce", "--list"], capture_output=True,
+                         text=True, env=env, check=True).stdout.splitlines()
+    assert len(out) == len(reproduce.ROWS)
+    assert any(line.startswith("modern/s5/pathfinder ") and "--protocol modern" in line
+               for line in out)
+    bad = subprocess.run([sys.executable, "-m", "lra.reproduce", "lra/sofmax/listop"],
+                         capture_output=True, text=True, env=env)
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
+    assert "close matches: lra/softmax/listops" in bad.stderr
+
+
+@pytest.mark.parametrize("acc,n,expected", [(0.1, 32, True), (0.1 + 0.05, 32, True),
+                                            (0.1 + 0.06, 32, False), (0.5, 2000, True)])
+def test_at_chance_is_one_standard_error(acc, n, expected):
+    classes = 2 if acc == 0.5 else 10
+    assert reproduce.at_chance(acc, classes, n) is expected
+    assert standard_error(0.1, 32) == pytest.approx(0.053, abs=1e-3)
+
+
+def test_reproduce_runs_the_seeds_and_prints_the_table(tmp_path, capsys):
+    argv = ["lra/softmax/listops", "--preset", "tiny", "--seeds", "0,1",
+            "--results-dir", str(tmp_path / "results"), "--workdirs", str(tmp_path / "wd"),
+            "--data-dir", str(tmp_path / "data"), *FEW_STEPS]
+    assert reproduce.main(argv) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    runs = sorted((tmp_path / "results" / "runs").glob("*.json"))
+    assert len(runs) == 2
+    accs = [json.loads(p.read_text())["metrics"]["test_accuracy_at_last"] for p in runs]
+    k = sum(abs(a - 0.1) <= standard_error(0.1, 32) for a in accs)
+    mean = 100 * sum(accs) / 2
+    [row] = [ln for ln in lines if ln.startswith("| 36.37 |")]
+    assert f"| {mean:.2f} ± " in row and f"(2) | {mean - 36.37:+.2f} | {k}/2 |" in row
+    assert any(ln.startswith("not like for like: preset tiny") for ln in lines)
+    assert any(ln.startswith("not the row's recipe: --set data.train_size=128") for ln in lines)
+    assert any(ln.startswith("this suite's config departs from the row's: the ListOps vocabulary")
+               for ln in lines)
+    # resumable: a second call finds both seeds finished and trains nothing
+    assert reproduce.main(argv) == 0
+    assert capsys.readouterr().out == out
+    assert sorted((tmp_path / "results" / "runs").glob("*.json")) == runs
+
+
+def test_shard_and_overrides_are_passed_to_the_sweep(tmp_path, monkeypatch, capsys):
+    from lra import sweep
+
+    seen = []
+    monkeypatch.setattr(sweep, "main", lambda argv: seen.append(argv) or 0)
+    code = reproduce.main(["modern/s5/listops", "--preset", "tiny", "--seeds", "0-3", "--shard",
+                           "1/2", "--set", "train.num_steps=3", "--results-dir", str(tmp_path)])
+    assert code == 0  # the other shard's seeds are not this one's to report missing
+    [argv] = seen
+    assert argv[argv.index("--shard") + 1] == "1/2"
+    assert argv[argv.index("--protocol") + 1] == "modern" and "--set=train.num_steps=3" in argv
+    assert "4 of 4 seeds have no result yet" in capsys.readouterr().out
