@@ -22,7 +22,7 @@ over j factor through a [2d, d] matrix: cost O(L d^2) instead of O(L^2 d).
 * Feature sums are accumulated in float32 whatever the input dtype.
 * Layout: heads before length, the sin and cos features in one [B, H, L, 2d] array, sums as batched
   matmuls (attention/linear.py's ``linear_sums``): about 2x faster than einsums over [B, L, H, d]
-  on the 2-core CPU (reference/perf_notes.md).
+  on a 2-core CPU.
 
 Options: ``eps`` (1e-6), ``chunk_size`` (64, causal only).
 """

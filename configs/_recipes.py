@@ -2,7 +2,7 @@
 
 Each function takes the numbers one task's published run used (the task file passes them, with
 their source) and returns the ``--protocol modern`` layer of that family: model, options, optimiser,
-schedule and the full budget (``paper`` scale). Facts: ../shared/reference/modern_baselines.md
+schedule and the full budget (``paper`` scale). Sources: the papers and repositories cited per recipe below
 (S5 section 1, S4D section 2, LRU section 3, Mega section 4). Steps per epoch are derived here as
 train examples // batch (the trainer drops no example: it draws epoch permutations).
 

@@ -5,7 +5,7 @@
     python -m lra.run --task image --attn linear --preset small     # minutes on a laptop CPU
     python -m lra.run --task image --attn softmax --preset tiny     # smoke run, < 1 minute
 
-Training is LRA's ``image/configs/cifar10/base_cifar10_config.py`` (lra_original.md section 2):
+Training is LRA's ``image/configs/cifar10/base_cifar10_config.py`` (google-research/long-range-arena):
 batch 256, lr 5e-4 with one epoch (175 steps) of linear warm-up then cosine decay over 200 epochs
 (35,000 steps), no weight decay, dropout 0.3, attention dropout 0.2, CLS pooling, learned positions
 N(0, 0.02), validation every epoch. The model sizes are per model in LRA: every model config

@@ -4,7 +4,7 @@
     python -m lra.run --task listops --attn cosformer --preset small  # minutes on a laptop CPU
     python -m lra.run --task listops --attn softmax --preset tiny     # smoke run, < 1 minute
 
-``BASE`` is the LRA repository config (lra_original.md section 2): 4 layers, d 512, 8 heads, qkv 512,
+``BASE`` is the LRA repository config (google-research/long-range-arena): 4 layers, d 512, 8 heads, qkv 512,
 MLP 1024, dropout 0.1, CLS pooling, sinusoidal positions, batch 32, lr 0.05 with 1000 warm-up steps
 and rsqrt decay (peak 1.58e-3), weight decay 0.1, 5000 steps, validation every 50 steps.
 ``small`` trains on a shorter ListOps (lengths 20-150, depth <= 6) that a small model learns on a CPU.
@@ -47,7 +47,7 @@ PRESETS = {
     },
 }
 
-# Per-family deltas that LRA's ListOps configs set (lra_original.md section 3): the ListOps
+# Per-family deltas that LRA's ListOps configs set (google-research/long-range-arena): the ListOps
 # Performer ran softmax FAVOR+ with 2 random features (the other tasks ran the ReLU kernel).
 # (With CLS pooling, lra.config makes the CLS token global for every family that has a
 # ``global_tokens`` option: local, sparse, longformer.)

@@ -8,8 +8,8 @@ The images (200,000 for the paper protocol, "hard": snakes of 14 dashes) are gen
 use into ``<data dir>/pathfinder/pathfinder32/`` (about 1 CPU-hour, spread over every core), or
 read from an unpacked ``lra_release`` given as the data directory.
 
-Training is LRA's ``image/configs/pathfinder32/base_pathfinder32_config.py`` (lra_original.md
-section 2): batch 512, lr 1e-3 with one epoch (312 steps) of linear warm-up then cosine decay over
+Training is LRA's ``image/configs/pathfinder32/base_pathfinder32_config.py`` (LRA repo,
+config docs): batch 512, lr 1e-3 with one epoch (312 steps) of linear warm-up then cosine decay over
 200 epochs (62,400 steps), no weight decay, no gradient clipping, validation every epoch, attention
 dropout 0.1, mean pooling, sinusoidal positions. Every LRA model config overrides the base file's
 1-layer model, so ``BASE`` takes the Transformer's size from ``transformer_base.py`` lines 24-29 at

@@ -9,8 +9,8 @@ use into ``<data dir>/pathfinder/pathfinder128/``: about half a CPU-second per i
 CPU-hours for the full set (a few hours on a many-core machine; an interrupted generation resumes
 where it stopped), or read from an unpacked ``lra_release`` given as the data directory.
 
-Training is LRA's ``image/configs/pathfinder128/base_pathfinder128_config.py`` (lra_original.md
-section 2): batch 64, lr 1e-3 with one epoch (2,500 steps) of linear warm-up then cosine decay
+Training is LRA's ``image/configs/pathfinder128/base_pathfinder128_config.py`` (LRA repo,
+config docs): batch 64, lr 1e-3 with one epoch (2,500 steps) of linear warm-up then cosine decay
 over 200 epochs (500,000 steps), no weight decay, gradient clipping at global norm 1.0, validation
 every epoch; model 1 layer, 2 heads, d 32, qkv 16, MLP 32, dropout 0.1 / 0.1, mean pooling,
 learned positions. LRA has no per-model Path-X configs; the Performer runs the ReLU kernel, LRA's

@@ -5,8 +5,8 @@
     python -m lra.run --task retrieval --attn linear --preset small --data-dir DIR
     python -m lra.run --task retrieval --attn softmax --preset tiny --data-dir DIR   # smoke run
 
-``BASE`` is the LRA repository config (``matching/configs/base_match_config.py``, lra_original.md
-section 2): 4 layers, d 128, 4 heads, qkv 128, MLP 512, dropout 0.1, CLS pooling (LRA's dual encoder
+``BASE`` is the LRA repository config (``matching/configs/base_match_config.py``;
+LRA repo): 4 layers, d 128, 4 heads, qkv 128, MLP 512, dropout 0.1, CLS pooling (LRA's dual encoder
 prepended no CLS token and pooled the first byte; ours prepends one), sinusoidal positions, batch 32,
 lr 0.05 with 8000 warm-up steps and rsqrt decay, so over the 5000 steps the rate only rises (to
 3.5e-4; LRA's schedule as it was), weight decay 0.1, validation every 100 steps. One shared encoder

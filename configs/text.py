@@ -7,7 +7,7 @@
     python -m lra.run --task text --attn softmax --preset tiny     # smoke run, < 1 minute
 
 ``BASE`` is the LRA repository config (``text_classification/configs/base_tc_config.py``,
-lra_original.md section 2): 4 layers, d 256, 4 heads, qkv 256, MLP 1024, dropout 0.1 (the model's
+google-research/long-range-arena): 4 layers, d 256, 4 heads, qkv 256, MLP 1024, dropout 0.1 (the model's
 default; the text trainer passed none), CLS pooling, sinusoidal positions, batch 32, lr 0.05 with
 8000 warm-up steps and rsqrt decay (peak 5.6e-4), weight decay 0.1, 20,000 steps, validation every
 100 steps on the whole validation split (= the IMDB test split; see tasks/text.py), which costs
@@ -52,7 +52,7 @@ PRESETS = {
 }
 
 # LRA's Performer on Text ran the deterministic ReLU ("generalized") kernel, not FAVOR+
-# (lra_original.md section 3; attention/performer.py).
+# (google-research/long-range-arena; attention/performer.py).
 ATTENTION: dict[str, dict] = {
     "performer": {"attn.kernel": "relu"},
 }

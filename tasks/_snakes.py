@@ -18,7 +18,7 @@ Primitives (coordinates are (row, col), ``dir(a) = (sin a, cos a)``,
   Both are pasted (as float32, like the original) centred on ``p`` and clipped at the edges.
 * Disk(r): the points x^2 + y^2 <= r^2 of a (2r + 1)^2 grid.
 
-Rendering (steps A-D of the spec, shared/reference/synthetic_data.md section 2.3):
+Rendering (steps A-D of the 2019 generator, drewlinsley/pathfinder):
 
 A. Two target snakes of C paddles, retried from scratch until both grow completely. Seed 1: tail
    drawn uniformly from the pixels where the occupancy mask M (a ``padding`` border, plus a band of
@@ -55,7 +55,7 @@ and leaves PF32 with about 1.2 of its 5 distractor snakes. ``free_tails`` reprod
 
 Statistics (PF32, hard, 300 images, this renderer): mean pixel 20.3 (sd 2.1) of 255, non-zero
 fraction 0.346 (sd 0.040), 1.2 distractor snakes per image; the 2019 generator with LRA's
-parameters: 20.2 (sd 2.1) and 0.340 (sd 0.039) (synthetic_data.md section 5). Paddle peaks 0.46
+parameters: 20.2 (sd 2.1) and 0.340 (sd 0.039) (2019 generator, LRA's settings). Paddle peaks 0.46
 (PF32) and 0.98 (PF128) at contrast 1; the markers are the two brightest 3x3 blobs in about 98% of
 the images, as in the original.
 """

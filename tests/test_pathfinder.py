@@ -125,7 +125,7 @@ def test_image_statistics(drawings):
     means = np.array([d.image.mean() for d in drawings])
     nonzero = np.array([(d.image > 0).mean() for d in drawings])
     distractors = np.array([len(d.distractors) for d in drawings])
-    # The 2019 generator with LRA's parameters (synthetic_data.md section 5): mean pixel 20.2
+    # The 2019 generator with LRA's parameters (drewlinsley/pathfinder): mean pixel 20.2
     # (sd 2.1) of 255, non-zero fraction 0.340 (sd 0.039). Over 100 images the standard error is
     # about 0.2 and 0.004. Without the seed quirk (every orientation able to seed) this renderer
     # drew 4.6 distractor snakes per image and measured 27.8 and 0.455.

@@ -24,7 +24,7 @@ _KIND_MARK = {"module": "ours has q/k/v/out projections, the peer none",
 
 
 def peers_section(results_dir: Path) -> list[str]:
-    """"vs best peer" tables from ``efficiency/peers-cpu-*.jsonl`` (``shared/tools/peers/peers.py``
+    """"vs best peer" tables from ``efficiency/peers-cpu-*.jsonl`` (``lra/bench/peers_harness.py``
     output; ours and the peers measured in one invocation, so one file is one comparison).
 
     Per (our entry, length): the fastest peer of the same mechanism and the same kind in the same

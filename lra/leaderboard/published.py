@@ -34,7 +34,7 @@ SOURCES = (
 
 # LRA Table 2 (efficiency): byte-level Text, batch 32, 4x4 TPU v3 chips, memory per device.
 # {family: (steps/s at 1K, 2K, 3K, 4K), (memory GB at 1K, 2K, 3K, 4K)}. The Synthesizer's 3K speed
-# is printed as 6.6, the Sinkhorn cell repeated (lra_original.md section 4); it is copied as printed.
+# is printed as 6.6, the Sinkhorn cell repeated (arXiv 2011.04006, Table 1); it is copied as printed.
 TABLE2_LENGTHS = ("1K", "2K", "3K", "4K")
 LRA_TABLE2 = {
     "softmax": ((8.1, 4.9, 2.3, 1.4), (0.85, 2.65, 5.51, 9.48)),
@@ -52,7 +52,7 @@ LRA_TABLE2 = {
 # each under its own recipe (bidirectional, BatchNorm, mean pooling, best-validation selection, budgets
 # 10-100x LRA's). Never ranked with the LRA-protocol tables. Cells: ListOps, Text, Retrieval, Image,
 # Pathfinder, Path-X; the last value is the 6-task average as printed (None: none printed).
-# Facts: ../shared/reference/attention_zoo.md B3 and modern_baselines.md section 6.
+# Sources: the papers named in each row (arXiv ids beside them).
 MODERN_PUBLISHED = {
     # Gu et al., S4 v2 / S4-LegS (updated ICLR 2022 paper)
     "S4": ((59.60, 86.82, 90.90, 88.65, 94.20, 96.35), 86.09,
