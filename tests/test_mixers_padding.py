@@ -31,10 +31,11 @@ def make(case, causal=False):
                            **CASES[case])
 
 
-@pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("case", list(CASES))
-def test_large_pads_change_nothing_and_a_naive_reverse_reads_them(case, causal):
-    module = make(case, causal)
+def test_large_pads_change_nothing_and_a_naive_reverse_reads_them(case):
+    """Bidirectional (the causal direction alone cannot read pads: they follow every real token;
+    tests/test_attention_contract.py checks causal padding for every family)."""
+    module = make(case)
     x, mask = padded_inputs(LENGTHS, L, D, seed=1, pad_scale=100.0)
     run = nnx.jit(lambda m, x, mask: m(x, mask))
     got = np.asarray(run(module, jnp.asarray(x), jnp.asarray(mask)))
@@ -43,7 +44,4 @@ def test_large_pads_change_nothing_and_a_naive_reverse_reads_them(case, causal):
         np.testing.assert_allclose(got[b, :n], alone, atol=1e-4, rtol=1e-4)
     naive = np.asarray(run(module, jnp.asarray(x), None))
     diff = np.abs(naive - got)[mask].max()
-    if causal:  # causally, pads come after every real token: nothing to read even naively
-        assert diff < 1e-4
-    else:
-        assert diff > 1e-2, f"{case}: the naive reverse over the pads gives the same outputs"
+    assert diff > 1e-2, f"{case}: the naive reverse over the pads gives the same outputs"
