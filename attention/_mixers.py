@@ -41,12 +41,13 @@ def both_directions(core: Callable[..., jax.Array], arrays: tuple[jax.Array, ...
     """``core(*arrays, mask)`` (causal in time), plus, unless ``causal``, the same core run on every
     array reversed within each example's true length and flipped back: summed directions with shared
     parameters, the scheme of HGRN on LRA (Qin et al., NeurIPS 2023, arXiv 2311.04823). The mask is
-    unchanged by the flip (real positions stay real)."""
+    flipped alike (a no-op for right padding, kept so that the pad rules are testable under a
+    whole-sequence flip: tests/test_mixers_padding.py)."""
     y = core(*arrays, mask)
     if causal:
         return y
     n = lengths_of(mask, mask.shape[0], mask.shape[1])
-    back = core(*(flip_within_length(a, n) for a in arrays), mask)
+    back = core(*(flip_within_length(a, n) for a in arrays), flip_within_length(mask, n))
     return y + flip_within_length(back, n)
 
 

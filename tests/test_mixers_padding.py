@@ -45,3 +45,20 @@ def test_large_pads_change_nothing_and_a_naive_reverse_reads_them(case):
     naive = np.asarray(run(module, jnp.asarray(x), None))
     diff = np.abs(naive - got)[mask].max()
     assert diff > 1e-2, f"{case}: the naive reverse over the pads gives the same outputs"
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_pad_gates_alone_make_a_whole_sequence_reverse_exact(case, monkeypatch):
+    """The second defence: with the reverse run over the whole padded sequence (pads first), the
+    pads' zero writes (k, Delta, beta = 0, the input gate's -1e4), unit decays and zeroed short convs
+    still keep every real output equal to that of the row alone."""
+    import attention._mixers as mixers
+
+    monkeypatch.setattr(mixers, "flip_within_length", lambda a, lengths: jnp.flip(a, axis=1))
+    module = make(case)
+    x, mask = padded_inputs(LENGTHS, L, D, seed=1, pad_scale=100.0)
+    run = nnx.jit(lambda m, x, mask: m(x, mask))
+    got = np.asarray(run(module, jnp.asarray(x), jnp.asarray(mask)))
+    for b, n in enumerate(LENGTHS):
+        alone = np.asarray(run(module, jnp.asarray(x[b:b + 1, :n]), None))[0]
+        np.testing.assert_allclose(got[b, :n], alone, atol=1e-4, rtol=1e-4)
