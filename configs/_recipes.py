@@ -113,3 +113,42 @@ def mega(*, layers: int, d: int, hidden: int, z: int, attn_fn: str, norm: str, p
         "train.grad_accum": update_freq, "train.num_steps": steps, "train.warmup_steps": warmup,
         "train.eval_every": steps // epochs, "train.checkpoint_every": steps // epochs,
     }
+
+
+# The 2023-25 mixers (issue 26). Of them only HGRN2 published an LRA recipe (used for ``gla``);
+# mamba, mamba2, retnet, gated_deltanet and mlstm have none (none of their papers reports LRA).
+NO_LRA_RECIPE = ("mamba", "mamba2", "retnet", "gated_deltanet", "mlstm")
+
+
+def hgrn2(*, layers: int, d: int, expand_ratio: int, expand_ratio_glu: int, norm: str, lr: float,
+          weight_decay: float, dropout: float, warmup: int, batch: int, grad_clip: float,
+          epochs: int, train_examples: int) -> dict:
+    """OpenNLPLab/HGRN2@b154c39 run_lra.py (per-task dictionaries) and script_lra_*.sh: the S4-style
+    harness with pre-norm, mean pooling over true lengths ("decoder.mode=pool"), AdamW with a cosine
+    schedule after ``warmup`` steps, bf16, seed 2222, the layer-wise lower bound on. HGRN2's state
+    expansion ``expand_ratio`` is the width of one head (heads = d / expand_ratio); its GLU channel
+    mixer (width ``expand_ratio_glu`` x d) runs as the encoder's MLP of that width; the key width is
+    d (``attn.expand_k=1``, HGRN2's forget-gate width, in place of GLA's d / 2); "synbatch" runs
+    as BatchNorm. The recipe keeps ``attn.variant`` at the family's default (GLA): HGRN2 itself is
+    ``--set attn.variant=hgrn2`` on top (attention/gla.py: with one fixed lower bound, not a learned
+    layer-wise one). Image, Pathfinder and Path-X ran a 2-D four-direction scan (``hgrn2_2d``);
+    here they run the 1-D bidirectional form. Budget: ``epochs`` (trainer.max_epochs) of
+    train_examples // batch steps; the harness's separate scheduler horizon
+    (scheduler.num_training_steps) is not modelled: the cosine ends with the run."""
+    return {
+        "model.num_layers": layers, "model.emb_dim": d, "model.qkv_dim": d,
+        "model.mlp_dim": expand_ratio_glu * d, "model.num_heads": d // expand_ratio,
+        "model.norm": norm, "model.prenorm": True, "model.channel_mixer": "mlp",
+        "model.dropout": dropout, "model.attention_dropout": 0.0, "attn.expand_k": 1.0,
+        "train.lr": lr, "train.ssm_lr": 0.0, "train.weight_decay": weight_decay,
+        "train.schedule": "cosine", "train.b1": 0.9, "train.b2": 0.999, "train.eps": 1e-8,
+        "train.grad_clip": grad_clip,
+        **_budget(train_examples, batch, epochs, 0), "train.warmup_steps": warmup,
+    }
+
+
+def no_lra_recipe(s5_recipe: dict) -> dict:
+    """A family without a published LRA recipe (``NO_LRA_RECIPE``) runs the task's S5 recipe (model
+    size, BatchNorm, GLU, optimiser with ``ssm_lr`` for the state-space core, budget), without S5's
+    own options (``attn.*``) and its single head (the task's LRA head count is kept)."""
+    return {k: v for k, v in s5_recipe.items() if not k.startswith("attn.") and k != "model.num_heads"}

@@ -79,6 +79,12 @@ ATTENTION: dict[str, dict] = {
                  "model.dropout": 0.1},
     "bigbird": {"model.num_heads": 4, "attn.block_size": 64},
     "performer": {"attn.kernel": "relu"},
+    # Not from LRA (issue 26): under CLS pooling the CLS token at position 0 hears the last pixel
+    # only through the reverse delta-rule scan, 1024 erasures (I - beta k k^T) at head width 8 in this
+    # config's single layer; at initialisation the pooled vector's sensitivity to the last real
+    # token was 2e-9 of its largest (tests/test_comparability.py's receptive-field probe). Mean
+    # pooling, as LRA's own local and longformer image rows, lets every pixel reach the classifier.
+    "gated_deltanet": {"model.pooling": "mean"},
 }
 
 LRA_SIZES: dict[str, str] = {
@@ -114,3 +120,10 @@ MODERN: dict[str, dict] = {
         prenorm=True, lr=0.01, weight_decay=0.02, dropout=0.0, batch=50,
         update_freq=1, steps=180_000, warmup=9_000, epochs=200),
 }
+
+# The 2023-25 mixers (issue 26). gla: HGRN2's LRA recipe, OpenNLPLab/HGRN2@b154c39 run_lra.py
+# (task 'cifar'); the others published none: the S5 recipe above (configs/_recipes.py).
+MODERN["gla"] = _recipes.hgrn2(
+    layers=6, d=512, expand_ratio=2, expand_ratio_glu=1, norm="batch", lr=0.003, weight_decay=0.0,
+    dropout=0.0, warmup=30000, batch=64, grad_clip=0.0, epochs=75, train_examples=TRAIN_EXAMPLES)
+MODERN.update({name: _recipes.no_lra_recipe(MODERN["s5"]) for name in _recipes.NO_LRA_RECIPE})

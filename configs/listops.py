@@ -79,3 +79,10 @@ MODERN: dict[str, dict] = {
         prenorm=False, lr=1e-3, weight_decay=0.01, dropout=0.1, batch=64,
         update_freq=1, steps=90_000, warmup=3_000, epochs=60),
 }
+
+# The 2023-25 mixers (issue 26). gla: HGRN2's LRA recipe, OpenNLPLab/HGRN2@b154c39 run_lra.py
+# (task 'listops'); the others published none: the S5 recipe above (configs/_recipes.py).
+MODERN["gla"] = _recipes.hgrn2(
+    layers=5, d=64, expand_ratio=4, expand_ratio_glu=1, norm="batch", lr=0.0005, weight_decay=0.0,
+    dropout=0.0, warmup=5000, batch=128, grad_clip=0.0, epochs=50, train_examples=TRAIN_EXAMPLES)
+MODERN.update({name: _recipes.no_lra_recipe(MODERN["s5"]) for name in _recipes.NO_LRA_RECIPE})

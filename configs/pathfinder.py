@@ -135,3 +135,10 @@ MODERN: dict[str, dict] = {
         prenorm=True, lr=0.01, weight_decay=0.01, dropout=0.0, batch=128,
         update_freq=1, steps=250_000, warmup=50_000, epochs=200),
 }
+
+# The 2023-25 mixers (issue 26). gla: HGRN2's LRA recipe, OpenNLPLab/HGRN2@b154c39 run_lra.py
+# (task 'pathfinder'); the others published none: the S5 recipe above (configs/_recipes.py).
+MODERN["gla"] = _recipes.hgrn2(
+    layers=6, d=128, expand_ratio=2, expand_ratio_glu=1, norm="batch", lr=0.002, weight_decay=0.0,
+    dropout=0.0, warmup=50000, batch=128, grad_clip=0.0, epochs=100, train_examples=TRAIN_EXAMPLES)
+MODERN.update({name: _recipes.no_lra_recipe(MODERN["s5"]) for name in _recipes.NO_LRA_RECIPE})

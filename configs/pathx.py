@@ -95,3 +95,10 @@ MODERN: dict[str, dict] = {
         prenorm=True, lr=0.01, weight_decay=0.01, dropout=0.0, batch=16,
         update_freq=8, steps=125_000, warmup=25_000, epochs=100),
 }
+
+# The 2023-25 mixers (issue 26). gla: HGRN2's LRA recipe, OpenNLPLab/HGRN2@b154c39 run_lra.py
+# (task 'pathfinderx'); the others published none: the S5 recipe above (configs/_recipes.py).
+MODERN["gla"] = _recipes.hgrn2(
+    layers=6, d=32, expand_ratio=1, expand_ratio_glu=1, norm="batch", lr=0.00075, weight_decay=0.0,
+    dropout=0.0, warmup=150000, batch=256, grad_clip=1.0, epochs=200, train_examples=TRAIN_EXAMPLES)
+MODERN.update({name: _recipes.no_lra_recipe(MODERN["s5"]) for name in _recipes.NO_LRA_RECIPE})

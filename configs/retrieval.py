@@ -78,3 +78,10 @@ MODERN: dict[str, dict] = {
         prenorm=False, lr=3e-3, weight_decay=0.04, dropout=0.1, batch=8,
         update_freq=8, steps=91_960, warmup=10_000, epochs=40),
 }
+
+# The 2023-25 mixers (issue 26). gla: HGRN2's LRA recipe, OpenNLPLab/HGRN2@b154c39 run_lra.py
+# (task 'aan'); the others published none: the S5 recipe above (configs/_recipes.py).
+MODERN["gla"] = _recipes.hgrn2(
+    layers=2, d=256, expand_ratio=2, expand_ratio_glu=2, norm="batch", lr=0.005, weight_decay=0.0,
+    dropout=0.0, warmup=312, batch=128, grad_clip=1.0, epochs=20, train_examples=TRAIN_EXAMPLES)
+MODERN.update({name: _recipes.no_lra_recipe(MODERN["s5"]) for name in _recipes.NO_LRA_RECIPE})

@@ -82,3 +82,10 @@ MODERN: dict[str, dict] = {
         prenorm=False, lr=4e-3, weight_decay=0.01, dropout=0.1, batch=25,
         update_freq=2, steps=25_000, warmup=10_000, epochs=50),
 }
+
+# The 2023-25 mixers (issue 26). gla: HGRN2's LRA recipe, OpenNLPLab/HGRN2@b154c39 run_lra.py
+# (task 'imdb'); the others published none: the S5 recipe above (configs/_recipes.py).
+MODERN["gla"] = _recipes.hgrn2(
+    layers=4, d=128, expand_ratio=8, expand_ratio_glu=1, norm="layer", lr=0.005, weight_decay=0.0,
+    dropout=0.1, warmup=10000, batch=64, grad_clip=0.0, epochs=40, train_examples=TRAIN_EXAMPLES)
+MODERN.update({name: _recipes.no_lra_recipe(MODERN["s5"]) for name in _recipes.NO_LRA_RECIPE})

@@ -71,4 +71,17 @@ MODERN_PUBLISHED = {
                    "Mega (Ma et al., ICLR 2023) Table 2"),
     "Megalodon": ((63.79, 90.48, 91.76, 89.42, 98.13, 98.17), 88.63,
                   "Megalodon (Ma et al., 2024, arXiv 2404.08801) Table 6"),
+    # The 2023-25 mixers (issue 26): none reported LRA in its own paper; these rows are HGRN2's LRA
+    # table (OpenNLPLab/HGRN2@b154c39 figures/lra.png). HGRN1 and HGRN2 scan the pixel grid in 2-D
+    # (four directions, hgrn*_2d) on Image, Pathfinder and Path-X; their text tasks are 1-D.
+    "HGRN2 (2-D scans on Image/Pathfinder/Path-X)": (
+        (60.52, 88.97, 95.07, 89.33, 93.95, 98.12), 87.66,
+        "HGRN2 (Qin et al., COLM 2024, arXiv 2404.07904), OpenNLPLab/HGRN2@b154c39 figures/lra.png"),
+    "HGRN1 (2-D scans on Image/Pathfinder/Path-X)": (
+        (59.95, 88.14, 94.23, 88.69, 92.92, 97.50), 86.91,
+        "HGRN (Qin et al., NeurIPS 2023), as tabled in OpenNLPLab/HGRN2@b154c39 figures/lra.png"),
+    "Mamba (re-run by HGRN2's authors)": (
+        (38.02, 82.98, 72.14, 69.82, 69.26, 67.32), 66.59,
+        "Mamba (Gu and Dao, arXiv 2312.00752) as tabled with a dagger, not explained in the figure "
+        "(the re-run of HGRN2's authors), OpenNLPLab/HGRN2@b154c39 figures/lra.png"),
 }
