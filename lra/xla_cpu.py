@@ -1,11 +1,11 @@
 """XLA:CPU's YNN library fusions: on or off per compiled program, chosen by timing both.
 
 XLA:CPU hands some matmuls and element-wise chains to YNNPACK ("YNN fusions"). Whether that helps
-depends on the program. Measured in one process, both compilations of the same function timed in
-turn (fwd+bwd of one attention layer at the text bench's shape: B=4, L=2048, d 256, 4 heads; 2-core
-Xeon; ``off`` time / ``on`` time): mega 0.70, synthesizer 0.76, linformer 0.82, performer 0.84,
-local 0.88, longformer 0.90, and the other way softmax 1.09, sparse 1.14, fnet 1.84; a batch of 2048
-[64 x 64] x [64 x 128] products 0.46. A process-wide flag would slow half the families down.
+depends on the program: timed both ways in one process, some families' training steps run faster
+without the fusions and others slower, so a process-wide flag would slow some families down. Every
+record of a bench file holds both times (``xla_cpu_fusions.step_s``, ``off`` and ``on``, in
+``results/efficiency/text__cpu-*.json`` from 20261202T065251Z on), so the measured ratios are read
+there, not here.
 
 So the trainer compiles its step both ways and keeps the faster (``auto``, the default on CPU), or
 as told (``on``: XLA's default; ``off``). The choice is stored with the run (checkpoint metadata and
