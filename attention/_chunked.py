@@ -43,7 +43,8 @@ Gated DeltaNet, Yang, Kautz and Hatamizadeh, ICLR 2025, arXiv 2412.06464)::
 is chunked through the UT transform: within a chunk with entering state S_0 and g_t = exp(c_t),
 S_t = g_t S_0 + sum_{s <= t} (g_t / g_s) k_s u_s^T, where the pseudo-values u solve the unit lower
 triangular system (I + A) u = beta (.) v - (beta g (.) k) S_0 with A_ts = beta_t (g_t / g_s) k_t . k_s
-for s < t. The C x C solve (``lax.linalg.triangular_solve``, float32) is done for all chunks at once;
+for s < t. The C x C system is solved for all chunks at once through T = (I + A)^-1, built row by
+row by forward substitution (``unit_lower_inverse``), then u = T (...) as matmuls;
 only u = u_0 - W S_0, the outputs and the next state depend on S_0, so the scan over chunks is
 three small matmuls per chunk.
 
@@ -193,9 +194,49 @@ def _stabilised(qc, kc, vc, cum, total, seg, ic, length):
     return _unchunk(out, length), jnp.moveaxis(m_out, 1, 2)
 
 
+@jax.custom_vjp
+def unit_lower_inverse(a: jax.Array) -> jax.Array:
+    """(I + a)^-1 for strictly lower triangular ``a`` float32[..., C, C], by forward substitution.
+
+    Row t of T = (I + a)^-1 is e_t - sum_{s<t} a_ts T_s, so C steps of one row each give T exactly
+    as a triangular solve would, from matmuls only. ``lax.linalg.triangular_solve`` is not used: on
+    CPU it calls the host LAPACK (OpenBLAS through SciPy), whose thread pool deadlocked the training
+    step of gated_deltanet once orbax's checkpoint threads were running (every thread waiting on a
+    futex, reproduced with ``python -m lra.run --task listops --attn gated_deltanet --preset tiny``;
+    ``OPENBLAS_NUM_THREADS=1`` made it pass). The gradient is the inverse's own,
+    dA = -T^T dT T^T on the strict lower triangle, so nothing per row is stored.
+    """
+    return _unit_lower_inverse(a)
+
+
+def _unit_lower_inverse(a: jax.Array) -> jax.Array:
+    size = a.shape[-1]
+    eye = jnp.broadcast_to(jnp.eye(size, dtype=a.dtype), a.shape)
+
+    def row(t, inv):
+        new = eye[..., t, :] - jnp.einsum("...s,...sc->...c", a[..., t, :], inv)
+        return inv.at[..., t, :].set(new)
+
+    return jax.lax.fori_loop(0, size, row, eye)
+
+
+def _inverse_fwd(a):
+    inv = _unit_lower_inverse(a)
+    return inv, inv
+
+
+def _inverse_bwd(inv, g):
+    inv_t = jnp.swapaxes(inv, -1, -2)
+    strict = jnp.tril(jnp.ones(inv.shape[-2:], bool), -1)
+    return (jnp.where(strict, -(inv_t @ g @ inv_t), 0.0),)
+
+
+unit_lower_inverse.defvjp(_inverse_fwd, _inverse_bwd)
+
+
 def chunked_delta_rule(q: jax.Array, k: jax.Array, v: jax.Array, beta: jax.Array,
                        log_a: jax.Array | None = None, *, chunk_size: int = 32) -> jax.Array:
-    """Causal (gated) delta rule by chunks with a per-chunk triangular solve (module docstring).
+    """Causal (gated) delta rule by chunks with a per-chunk triangular inverse (module docstring).
 
     q, k: float[B, L, H, K] (k L2-normalised by the caller); v: float[B, L, H, V]; beta: float[B, L, H]
     (0 = no write); log_a: float[B, L, H] <= 0 or None (DeltaNet: a = 1). Returns float32[B, L, H, V].
@@ -211,10 +252,8 @@ def chunked_delta_rule(q: jax.Array, k: jax.Array, v: jax.Array, beta: jax.Array
     strict = jnp.tril(jnp.ones((size, size), bool), -1)
     kk = jnp.einsum("bhntk,bhnsk->bhnts", kc, kc)
     a_mat = jnp.where(strict, bc[..., None] * kk * decay, 0.0)
-    unit = jnp.broadcast_to(jnp.eye(size, dtype=jnp.float32), a_mat.shape) + a_mat
     rhs = jnp.concatenate([(bc * jnp.exp(cum))[..., None] * kc, bc[..., None] * vc], axis=-1)
-    sol = jax.lax.linalg.triangular_solve(unit, rhs, left_side=True, lower=True,
-                                          unit_diagonal=True)
+    sol = jnp.einsum("bhnts,bhnsd->bhntd", unit_lower_inverse(a_mat), rhs)
     w, u0 = sol[..., :kc.shape[-1]], sol[..., kc.shape[-1]:]   # [B, H, N, C, K], [.., V]
     p_mat = jnp.einsum("bhntk,bhnsk->bhnts", qc, kc) * decay   # inclusive lower triangle
     q_in = qc * jnp.exp(cum)[..., None]

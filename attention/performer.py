@@ -101,12 +101,30 @@ def draw_orthogonal_features(key: jax.Array, nb_features: int, dim: int) -> jax.
     n_blocks = -(-nb_features // dim)
     block_key, norm_key = jax.random.split(key)
     gauss = jax.random.normal(block_key, (n_blocks, dim, dim), jnp.float32)
-    qmat, rmat = jnp.linalg.qr(gauss)
-    # Fixing the column signs by diag(R) makes Q Haar-distributed (QR alone does not).
-    signs = jnp.sign(jnp.diagonal(rmat, axis1=-2, axis2=-1))
-    rows = jnp.swapaxes(qmat * signs[:, None, :], -1, -2).reshape(n_blocks * dim, dim)
+    rows = jnp.swapaxes(_gram_schmidt(gauss), -1, -2).reshape(n_blocks * dim, dim)
     norms = jnp.linalg.norm(jax.random.normal(norm_key, (nb_features, dim), jnp.float32), axis=-1)
     return rows[:nb_features] * norms[:, None]
+
+
+def _gram_schmidt(a: jax.Array) -> jax.Array:
+    """The Q of a = QR with diag(R) > 0, for float32[..., d, d]: Gram-Schmidt over the columns, each
+    projected out twice (CGS2, as accurate as Householder QR for these well-conditioned Gaussian
+    blocks).
+
+    This is the sign-fixed Q that makes the blocks Haar-distributed. ``jnp.linalg.qr`` would give
+    the same Q up to column signs, but on CPU it calls the host LAPACK from inside the training step
+    (a redraw happens every step), and the host LAPACK's thread pool deadlocked another family's
+    step once orbax's checkpoint threads ran (attention/_chunked.py ``unit_lower_inverse``); matmuls
+    only here.
+    """
+    def column(j, q):
+        v = a[..., :, j]
+        for _ in range(2):  # the columns not yet built are zero and project nothing out
+            v = v - jnp.einsum("...ic,...c->...i", q, jnp.einsum("...ic,...i->...c", q, v))
+        v = v / jnp.linalg.norm(v, axis=-1, keepdims=True)
+        return q.at[..., :, j].set(v)
+
+    return jax.lax.fori_loop(0, a.shape[-1], column, jnp.zeros_like(a))
 
 
 def _exponents(x: jax.Array, features: jax.Array) -> jax.Array:
