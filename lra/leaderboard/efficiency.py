@@ -69,7 +69,9 @@ def _accuracy_by_family(runs: list[dict[str, Any]], families: list[str]):
 
 
 def efficiency_section(records: list[dict[str, Any]], runs: list[dict[str, Any]]):
-    """Markdown lines and {figure file: PNG bytes} for the latest bench file of each setting."""
+    """Markdown lines and {figure file: bytes} (PNG, SVG, PDF) for the latest bench file of each
+    setting; the bubble chart's accuracy from the preset runs (``_diff`` empty) only."""
+    runs = [r for r in runs if not r.get("_diff")]
     if not records:
         return ["No efficiency files yet: run `python -m lra.bench` (see README).", ""], {}
     groups: dict[tuple, list[dict]] = defaultdict(list)
@@ -184,7 +186,8 @@ def _efficiency_table(rec: dict[str, Any], runs: list[dict[str, Any]], key: tupl
     setting = f"{task} model, batch {batch}, {dtype}, {device}"
     if series:
         name = f"{stem}-scaling.png"
-        figs[name] = figures.scaling_curves(series, title=f"Scaling with length: {setting}")
+        drawn = figures.scaling_curves(series, title=f"Scaling with length: {setting}")
+        figs.update({f"{stem}-scaling.{fmt}": data for fmt, data in drawn.items()})
         lines += [f"![time and memory against length, {setting}]({FIGURES_DIR}/{name})", ""]
     at = _common_length(ok, families, lengths)
     acc = _accuracy_by_family(runs, families)
@@ -201,10 +204,11 @@ def _efficiency_table(rec: dict[str, Any], runs: list[dict[str, Any]], key: tupl
     over = ", ".join(tasks) if tasks else "each family's own tasks"
     left_out = [a for a in families if a not in {p["name"] for p in points}]
     name = f"{stem}-bubble.png"
-    figs[name] = figures.bubble_chart(
+    drawn = figures.bubble_chart(
         points, title=f"Speed, accuracy and memory at length {at}: {setting}",
         xlabel=f"steps/s relative to softmax at length {at}",
         ylabel=f"mean test accuracy at the last step (%), preset {preset}, over {over}")
+    figs.update({f"{stem}-bubble.{fmt}": data for fmt, data in drawn.items()})
     lines += [f"![speed vs accuracy, bubble area = memory, {setting}]({FIGURES_DIR}/{name})", "",
               f"Bubble chart: x = speed relative to softmax at length {at}, y = mean test accuracy at "
               f"the last step over seeds (preset `{preset}`, over {over}), bubble area = "
