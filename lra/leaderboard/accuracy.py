@@ -51,7 +51,7 @@ def at_chance(record: dict[str, Any], metric: str) -> bool | None:
     n = n if n else (data.get("examples") or {}).get("test")
     if value is None or not n:
         return None
-    level = chance_level(record["task"], metric)
+    level = chance_level(record["task"], "test_accuracy")  # 1/classes, for either metric
     if level is None:
         return None
     return abs(value - level[0]) <= standard_error(level[0], n)
