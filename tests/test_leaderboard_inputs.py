@@ -10,11 +10,11 @@ import shutil
 import subprocess
 
 import pytest
+from test_leaderboard import bench_record, preset_config, run_record
 
 from lra import curves, leaderboard
 from lra.leaderboard import identity, load
 from lra.metrics_log import MetricsLog
-from test_leaderboard import bench_record, preset_config, run_record
 
 ROOT = os.geteuid() == 0  # permissions do not stop root: those cases are skipped there
 
