@@ -446,3 +446,28 @@ def test_the_latex_compiles(tmp_path):
     out = subprocess.run(args, cwd=results, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stdout[-2000:]
     assert (results / "paper.pdf").stat().st_size > 1000
+
+
+def test_a_registered_task_beyond_lras_six_gets_its_column(tmp_path, monkeypatch):
+    """Fails on main 9185bb1: results of any task but LRA's six were skipped as unknown."""
+    import sys
+    import types
+
+    import tasks
+
+    module = types.ModuleType("configs.copytask")
+    module.BASE, module.PRESETS = {"train.num_steps": 100}, {"small": {"train.lr": 0.01}}
+    monkeypatch.setitem(sys.modules, "configs.copytask", module)
+    monkeypatch.setattr(tasks, "available", lambda: ["copytask", "image", "listops", "pathfinder",
+                                                     "pathx", "retrieval", "text"])
+    results = tmp_path / "results"
+    _write(results, "lra", run_record("listops", "softmax", "small", 0, 0.40, 0.40))
+    rec = run_record("listops", "softmax", "small", 0, 0.90, 0.90)
+    rec["task"] = "copytask"
+    rec["config"] = identity.nested(identity.preset_config("copytask", "softmax", "small", "lra"))
+    _write(results, "copy", rec)
+    skipped = []
+    text, _ = leaderboard.build(results, skipped)
+    assert skipped == []
+    assert "| attention | listops | text | retrieval | image | pathfinder | pathx | copytask |" in text
+    assert "| softmax | **40.00 (1)** | — | — | — | — | — | **90.00 (1)** |" in text

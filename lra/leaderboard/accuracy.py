@@ -10,8 +10,8 @@ from typing import Any
 import tasks
 from lra.leaderboard import identity
 from lra.leaderboard.cells import CELL_LEGEND, cell_objects, md_table
-from lra.leaderboard.curves import chance_level
-from lra.leaderboard.load import device_label
+from lra.leaderboard.curves import CurvesError, chance_level
+from lra.leaderboard.load import device_label, task_columns
 from lra.leaderboard.published import TASKS
 from lra.metrics_log import standard_error
 
@@ -51,8 +51,9 @@ def at_chance(record: dict[str, Any], metric: str) -> bool | None:
     n = n if n else (data.get("examples") or {}).get("test")
     if value is None or not n:
         return None
-    level = chance_level(record["task"], "test_accuracy")  # 1/classes, for either metric
-    if level is None:
+    try:
+        level = chance_level(record["task"], "test_accuracy")  # 1/classes, for either metric
+    except CurvesError:  # a task no longer registered here
         return None
     return abs(value - level[0]) <= standard_error(level[0], n)
 
@@ -80,23 +81,23 @@ def _table(group: list[dict], metric: str, title: str, *, ranked: bool,
             chance[(r["_row"], r["task"])] += bool(at_chance(r, metric))
     attns = sorted({r["_row"] for r in group})
     rows = []
-    objects = cell_objects(cells, attns, list(TASKS), ranked=ranked, at_chance=chance)
+    columns = task_columns(group)
+    objects = cell_objects(cells, attns, columns, ranked=ranked, at_chance=chance)
     marked = {k: c.text() for k, c in objects.items()}
     if collect is not None:
         family = {r["_row"]: r["attention"] for r in group}
         diff = {r["_row"]: identity.variant_label(r["_diff"]) for r in group}
         collect += [{**(where or {}), "metric": metric, "task": t, "row": a, "family": family[a],
                      "overrides": diff[a], "cell": objects[(a, t)]}
-                    for a in attns for t in TASKS if objects[(a, t)].stats is not None]
+                    for a in attns for t in columns if objects[(a, t)].stats is not None]
     for a in attns:
-        row = [a] + [marked[(a, t)] for t in TASKS]
+        row = [a] + [marked[(a, t)] for t in columns]
         means = [statistics.fmean(cells[(a, t)]) for t in AVG_TASKS if cells[(a, t)]]
         row.append(f"{100 * statistics.fmean(means):.2f}" if len(means) == len(AVG_TASKS)
                    else "—")
         rows.append(row)
-    columns = [_column(t, metric) for t in TASKS]
     return [f"{title} (%). {CELL_LEGEND}", ""] + md_table(
-        ["attention", *columns, "avg (5 tasks)"], rows) + [""]
+        ["attention", *(_column(t, metric) for t in columns), "avg (5 tasks)"], rows) + [""]
 
 
 def accuracy_section(runs: list[dict[str, Any]],

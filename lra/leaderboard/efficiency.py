@@ -117,6 +117,7 @@ def _fusions_line(ok: dict[tuple[str, int], dict[str, Any]], families: list[str]
 
 
 def _efficiency_table(rec: dict[str, Any], runs: list[dict[str, Any]], key: tuple):
+    """One bench file's section: its header line, the table, the notes under it, the figures."""
     device, task, batch, dtype = key
     lengths = sorted({r["length"] for r in rec["results"]})
     ok = {(r["attention"], r["length"]): r for r in rec["results"] if r["status"] == "ok"}
@@ -132,7 +133,17 @@ def _efficiency_table(rec: dict[str, Any], runs: list[dict[str, Any]], key: tupl
     header = (["attention"] + [f"steps/s {n}" for n in lengths] + [f"memory GiB {n}" for n in lengths]
               + ["time slope", "memory slope", f"GFLOP/step {longest}",
                  f"softmax's FLOPs / these {longest}", f"% of peak {longest}"])
-    rows, skipped = [], []
+    lines += md_table(header, _table_rows(ok, families, lengths)) + [""]
+    lines += _notes(rec, ok, families, lengths)
+    more, figs = _figures(ok, runs, families, lengths, key)
+    return lines + more, figs
+
+
+def _table_rows(ok: dict[tuple[str, int], dict[str, Any]], families: list[str],
+                lengths: list[int]) -> list[list[str]]:
+    """Per family: steps/s and memory at each length (ratios to softmax), slopes, FLOPs, % of peak."""
+    longest = max(lengths)
+    rows = []
     softmax_last = ok.get(("softmax", longest))
     for a in families:
         speed, mem = [], []
@@ -158,10 +169,17 @@ def _efficiency_table(rec: dict[str, Any], runs: list[dict[str, Any]], key: tupl
         frac = f"{100 * last['fraction_of_peak']:.1f}" if last and last.get("fraction_of_peak") else "—"
         rows.append([a, *speed, *mem, "—" if kt is None else f"{kt:.2f}",
                      "—" if km is None else f"{km:.2f}", flops, bound, frac])
+    return rows
+
+
+def _notes(rec: dict[str, Any], ok: dict[tuple[str, int], dict[str, Any]], families: list[str],
+           lengths: list[int]) -> list[str]:
+    """The lines under the table: the memory cross-check, the step program, FLOPs, skipped configs."""
+    lines: list[str] = []
+    skipped = []
     for r in sorted(rec["results"], key=lambda r: (r["attention"], r["length"])):
         if r["status"] != "ok":
             skipped.append(f"- `{r['attention']}` at {r['length']}: {r['reason']}")
-    lines += md_table(header, rows) + [""]
     checks = sorted(r["memory"]["rss_growth_vs_compiled_transient"] for r in ok.values()
                     if r["memory"].get("rss_growth_vs_compiled_transient") is not None)
     if checks:
@@ -177,7 +195,14 @@ def _efficiency_table(rec: dict[str, Any], runs: list[dict[str, Any]], key: tupl
               "it slower.", ""]
     if skipped:
         lines += ["Skipped configurations:", "", *skipped, ""]
+    return lines
 
+
+def _figures(ok: dict[tuple[str, int], dict[str, Any]], runs: list[dict[str, Any]],
+             families: list[str], lengths: list[int], key: tuple):
+    """The scaling curves and the bubble chart of one bench file: (Markdown lines, {file: bytes})."""
+    device, task, batch, dtype = key
+    lines: list[str] = []
     figs: dict[str, bytes] = {}
     stem = f"{FIGURE_PREFIX}{figures.slug(device)}-{figures.slug(task)}-b{batch}-{dtype}"
     series = {a: [(n, ok[(a, n)]["step_time_s"]["median"], ok[(a, n)]["memory"]["bytes"])

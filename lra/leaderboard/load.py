@@ -102,6 +102,19 @@ def _date(record: dict[str, Any], field: str = "date") -> None:
 # Run files.
 
 
+def known_tasks() -> tuple[str, ...]:
+    """Every registered task, LRA's six first (in LRA's order), then the others by name."""
+    import tasks
+
+    return TASKS + tuple(sorted(set(tasks.available()) - set(TASKS)))
+
+
+def task_columns(records: list[dict[str, Any]]) -> list[str]:
+    """The task columns of a table: LRA's six always, then any other task that has a run here."""
+    present = {r["task"] for r in records}
+    return [t for t in known_tasks() if t in TASKS or t in present]
+
+
 def format_version(record: dict[str, Any]) -> int:
     version = record.get("format_version", 1)
     if not _integer(version) or version not in FORMAT_VERSIONS:
@@ -117,8 +130,8 @@ def is_evaluation(record: Any) -> bool:
 
 def _check_identity(record: dict[str, Any]) -> None:
     task = _need(record, "task", "str")
-    if task not in TASKS:
-        raise ResultFileError(f"task: unknown task {task!r} (known: {', '.join(TASKS)})")
+    if task not in known_tasks():
+        raise ResultFileError(f"task: unknown task {task!r} (known: {', '.join(known_tasks())})")
     _need(record, "attention", "str")
     _need(record, "preset", "str")
     _need(record, "seed", "int", low=0)
