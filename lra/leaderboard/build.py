@@ -78,8 +78,8 @@ def build_all(results_dir: Path, skipped: list[str] | None = None) -> dict[str, 
              "## Measured, LRA protocol", ""]
     lines += accuracy_section(runs, collect=cells) if runs else ["No result files yet.", ""]
     if superseded:
-        lines += ["Superseded (a newer file measures the same task, family, preset, protocol, device "
-                  "and seed; only the newest counts): " + ", ".join(f"`{f}`" for f in superseded), ""]
+        lines += ["Superseded (a newer file measures the same task, family, preset, protocol, device, "
+                  "seed and config; only the newest counts): " + ", ".join(f"`{f}`" for f in superseded), ""]
     if evaluations:
         lines += ["Evaluations of checkpoints (`python -m lra.evaluate --write-result`; not seeds, "
                   "not in any cell): " + ", ".join(f"`{f}`" for f in evaluations), ""]
