@@ -9,12 +9,16 @@ classes C): 1/C for accuracies and ln C, the cross-entropy of a uniform guess, f
 is byte-deterministic (see ``lra.leaderboard.figures``): the same files give the same bytes.
 
 The leaderboard's own learning curves (from result files alone) are ``lra.leaderboard.curves``.
-Exit status: 0 written, 1 a work directory without usable metrics, 2 a bad command line.
+Exit status: 0 written, 1 a work directory without usable metrics (missing, unreadable or malformed
+``metrics.jsonl``) or an ``--out`` that cannot be written (a folder, a missing folder, no
+permission), each one line; 2 a bad command line.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -42,10 +46,24 @@ def load_workdir(workdir: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         records = read_jsonl(path)
     except ValueError as err:
         raise CurvesError(str(err)) from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise CurvesError(f"{path}: unreadable ({type(err).__name__}: {err})") from None
+    for r in records:
+        if not isinstance(r, dict):
+            raise CurvesError(f"{path}: a record is {type(r).__name__}, not a JSON object")
+        if not isinstance(r["split"], str) or not isinstance(r["step"], int) or \
+                isinstance(r["step"], bool) or r["step"] < 0:
+            raise CurvesError(f"{path}: a record has step {r['step']!r} and split {r['split']!r}; "
+                              f"expected a step >= 0 and a split name")
     runs = [r for r in records if r["split"] == RUN_SPLIT]
     if not runs:
         raise CurvesError(f"{path}: no run record (split {RUN_SPLIT!r}, naming task, attention and "
                           f"seed); it was written before lra logged one: re-run the training")
+    for key in ("task", "attention", "seed"):
+        if key not in runs[0]:
+            raise CurvesError(f"{path}: the run record has no {key!r}")
+    if not isinstance(runs[0]["task"], str):
+        raise CurvesError(f"{path}: the run record's task is {runs[0]['task']!r}, not a task name")
     return runs[0], records
 
 
@@ -53,6 +71,10 @@ def points(records: list[dict[str, Any]], metric: str) -> tuple[list[int], list[
     """Steps and values of ``metric``, sorted by step (the last record of a step wins)."""
     split, key = METRICS[metric]
     by_step = {r["step"]: r[key] for r in records if r["split"] == split and r.get(key) is not None}
+    for step, value in by_step.items():
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            raise CurvesError(f"the {split!r} record of step {step} holds {key} = {value!r}, not a "
+                              f"finite number")
     steps = sorted(by_step)
     return steps, [float(by_step[s]) for s in steps]
 
@@ -63,7 +85,10 @@ def draw(workdirs: list[Path], metric: str) -> bytes:
     loaded = [(wd, *load_workdir(wd)) for wd in workdirs]
     several_presets = len({run.get("preset") for _, run, _ in loaded}) > 1
     for wd, run, records in loaded:
-        steps, values = points(records, metric)
+        try:
+            steps, values = points(records, metric)
+        except CurvesError as err:
+            raise CurvesError(f"{Path(wd) / METRICS_FILE}: {err}") from None
         if not steps:
             split, _ = METRICS[metric]
             raise CurvesError(f"{Path(wd) / METRICS_FILE}: no {metric} yet (no {split!r} record "
@@ -73,7 +98,7 @@ def draw(workdirs: list[Path], metric: str) -> bytes:
                        "family": run["attention"], "steps": steps, "values": values})
         task_names.append(run["task"])
     return figures.learning_curves(series, chance=_chance_lines(task_names, metric),
-                                   title=f"{metric} against training step", ylabel=metric)
+                                   title=f"{metric} against training step", ylabel=metric)["png"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -86,14 +111,31 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     out = args.out or Path(f"curves-{args.metric}.png")
     try:
+        check_output(out)
         png = draw(args.workdirs, args.metric)
+        out.write_bytes(png)
     except CurvesError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_bytes(png)
+    except OSError as err:
+        print(f"error: --out {out}: cannot write it ({err.strerror or err})", file=sys.stderr)
+        return 1
     print(f"wrote {out}")
     return 0
+
+
+def check_output(out: Path) -> None:
+    """Fail before drawing if ``out`` cannot be written: a folder, or in a folder that is missing,
+    not a folder, or not writable."""
+    parent = out.parent if str(out.parent) else Path(".")
+    if out.is_dir():
+        raise CurvesError(f"--out {out}: is a folder; give a file name ending in .png")
+    if not parent.exists():
+        raise CurvesError(f"--out {out}: the folder {parent} does not exist")
+    if not parent.is_dir():
+        raise CurvesError(f"--out {out}: {parent} is not a folder")
+    if not os.access(parent, os.W_OK) or (out.exists() and not os.access(out, os.W_OK)):
+        raise CurvesError(f"--out {out}: no permission to write there")
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ import sys
 import pytest
 
 from lra import curves, leaderboard
+from lra.leaderboard import identity
 from lra.leaderboard.curves import chance_level
 from lra.metrics_log import MetricsLog
 
@@ -98,9 +99,11 @@ def test_old_or_unfinished_logs_fail_clearly(tmp_path, capsys):
 
 def _record(attention, seed, history):
     record = {"task": "listops", "attention": attention, "preset": "small", "seed": seed,
-              "config": {}, "metrics": {"best_val_accuracy": 0.3, "test_accuracy_at_best_val": 0.3,
-                                        "test_accuracy_at_last": 0.3, "steps": 30,
-                                        "wall_time_s": 6.0, "steps_per_s": 5.0},
+              "config": identity.nested(identity.preset_config("listops", attention, "small", "lra"),
+                                        seed),
+              "metrics": {"best_val_accuracy": max(history) if history else 0.3,
+                          "test_accuracy_at_best_val": 0.3, "test_accuracy_at_last": 0.3,
+                          "steps": 30, "wall_time_s": 6.0, "steps_per_s": 5.0},
               "device": {"platform": "cpu", "kind": "cpu", "count": 1, "process_count": 1},
               "versions": {}, "git": {"commit": "0123456789abcdef", "dirty": False},
               "date": "2026-01-01T00:00:00Z", "status": "completed"}

@@ -1,12 +1,15 @@
-"""The leaderboard: ``results/LEADERBOARD.md`` and its figures, built from result files alone.
+"""The leaderboard: ``results/LEADERBOARD.md``, ``leaderboard.csv``, ``leaderboard.tex`` and the
+figures (PNG, SVG, PDF), built from result files alone.
 
     python -m lra.leaderboard [--results-dir results]
 
 It imports no JAX (a test checks it): tables can be rebuilt on any machine that holds the files.
-``load`` reads and checks run and bench files, ``cells`` computes a cell's statistics and markers,
+``load`` reads and checks run, bench and peers files, ``identity`` decides which cell a run belongs
+to (its config against its preset's), ``cells`` computes a cell's statistics and markers,
 ``accuracy``, ``efficiency``, ``peers``, ``curves`` and ``reference`` each build one section,
-``figures`` draws the PNGs, ``published`` holds the published numbers, and ``build`` puts the page
-together (``build``, ``render`` and ``main`` are re-exported here).
+``export`` writes the accuracy cells as CSV and LaTeX, ``figures`` draws the figures, ``published``
+holds the published numbers, and ``build`` puts the outputs together (``build``, ``render`` and
+``main`` are re-exported here).
 """
 
 from lra.leaderboard.build import build, main, render

@@ -8,9 +8,12 @@ from collections import defaultdict
 from typing import Any
 
 import tasks
-from lra.leaderboard.cells import CELL_LEGEND, marked_cells, md_table
-from lra.leaderboard.load import device_label
+from lra.leaderboard import identity
+from lra.leaderboard.cells import CELL_LEGEND, cell_objects, md_table
+from lra.leaderboard.curves import CurvesError, chance_level
+from lra.leaderboard.load import device_label, task_columns
 from lra.leaderboard.published import TASKS
+from lra.metrics_log import standard_error
 
 AVG_TASKS = TASKS[:5]  # LRA's average leaves Path-X out
 
@@ -34,6 +37,27 @@ MODERN_HEADLINE_AND_SECOND = (
 )
 
 
+# The test split each headline metric was measured on (``data.evaluated`` of a run file).
+EVALUATED = {HEADLINE: "test_at_last", BEST_VAL: "test_at_best_val"}
+
+
+def at_chance(record: dict[str, Any], metric: str) -> bool | None:
+    """Whether ``record``'s ``metric`` is at chance: within one standard error of 1/classes on the
+    examples it was measured on, sqrt(p (1 - p) / n) (the rule of the at-chance notice,
+    ``lra.metrics_log``). None where the file does not say how many examples that was."""
+    value = record["metrics"].get(metric)
+    data = record.get("data") or {}
+    n = (data.get("evaluated") or {}).get(EVALUATED.get(metric, ""))
+    n = n if n else (data.get("examples") or {}).get("test")
+    if value is None or not n:
+        return None
+    try:
+        level = chance_level(record["task"], "test_accuracy")  # 1/classes, for either metric
+    except CurvesError:  # a task no longer registered here
+        return None
+    return abs(value - level[0]) <= standard_error(level[0], n)
+
+
 def _column(task: str, metric: str) -> str:
     """A task's column header; marked where best-validation selection is selection on test."""
     try:
@@ -43,8 +67,43 @@ def _column(task: str, metric: str) -> str:
     return f"{task} (validation = test split)" if metric == BEST_VAL and on_test else task
 
 
+def _table(group: list[dict], metric: str, title: str, *, ranked: bool,
+           collect: list[dict[str, Any]] | None = None, where: dict[str, str] | None = None) -> list[str]:
+    """One accuracy table: a row per row label (the family, plus its differing keys). Each cell
+    (a ``cells.Cell``) is also appended to ``collect`` with ``where`` (protocol, preset, device),
+    for the CSV and LaTeX outputs."""
+    cells: dict[tuple[str, str], list[float]] = defaultdict(list)
+    chance: dict[tuple[str, str], int] = defaultdict(int)
+    for r in group:
+        value = r["metrics"].get(metric)
+        if value is not None:
+            cells[(r["_row"], r["task"])].append(value)
+            chance[(r["_row"], r["task"])] += bool(at_chance(r, metric))
+    attns = sorted({r["_row"] for r in group})
+    rows = []
+    columns = task_columns(group)
+    objects = cell_objects(cells, attns, columns, ranked=ranked, at_chance=chance)
+    marked = {k: c.text() for k, c in objects.items()}
+    if collect is not None:
+        family = {r["_row"]: r["attention"] for r in group}
+        diff = {r["_row"]: identity.variant_label(r["_diff"]) for r in group}
+        collect += [{**(where or {}), "metric": metric, "task": t, "row": a, "family": family[a],
+                     "overrides": diff[a], "cell": objects[(a, t)]}
+                    for a in attns for t in columns if objects[(a, t)].stats is not None]
+    for a in attns:
+        row = [a] + [marked[(a, t)] for t in columns]
+        means = [statistics.fmean(cells[(a, t)]) for t in AVG_TASKS if cells[(a, t)]]
+        row.append(f"{100 * statistics.fmean(means):.2f}" if len(means) == len(AVG_TASKS)
+                   else "—")
+        rows.append(row)
+    return [f"{title} (%). {CELL_LEGEND}", ""] + md_table(
+        ["attention", *(_column(t, metric) for t in columns), "avg (5 tasks)"], rows) + [""]
+
+
 def accuracy_section(runs: list[dict[str, Any]],
-                     metrics: tuple[tuple[str, str], ...] = HEADLINE_AND_SECOND) -> list[str]:
+                     metrics: tuple[tuple[str, str], ...] = HEADLINE_AND_SECOND, *,
+                     protocol: str = "lra", collect: list[dict[str, Any]] | None = None) -> list[str]:
+    """The tables of one protocol, per (preset, device); every cell also goes to ``collect``."""
     groups: dict[tuple[str, str], list[dict]] = defaultdict(list)
     for r in runs:
         groups[(r["preset"], device_label(r))].append(r)
@@ -53,29 +112,21 @@ def accuracy_section(runs: list[dict[str, Any]],
     for preset, device in sorted(groups, key=lambda g: (preset_order.get(g[0], 9), g)):
         group = groups[(preset, device)]
         lines += [f"### Preset `{preset}` on {device}", ""]
+        preset_runs = [r for r in group if not r["_diff"]]
+        variants = [r for r in group if r["_diff"]]
         for metric, title in metrics:
-            cells: dict[tuple[str, str], list[float]] = defaultdict(list)
-            for r in group:
-                value = r["metrics"].get(metric)
-                if value is not None:
-                    cells[(r["attention"], r["task"])].append(value)
-            attns = sorted({r["attention"] for r in group})
-            rows = []
-            marked = marked_cells(cells, attns, list(TASKS))
-            for a in attns:
-                row = [a] + [marked[(a, t)] for t in TASKS]
-                means = [statistics.fmean(cells[(a, t)]) for t in AVG_TASKS if cells[(a, t)]]
-                row.append(f"{100 * statistics.fmean(means):.2f}" if len(means) == len(AVG_TASKS)
-                           else "—")
-                rows.append(row)
-            lines += [f"{title} (%). {CELL_LEGEND}", ""]
-            columns = [_column(t, metric) for t in TASKS]
-            lines += md_table(["attention", *columns, "avg (5 tasks)"], rows) + [""]
+            where = {"protocol": protocol, "preset": preset, "device": device}
+            if preset_runs:
+                lines += _table(preset_runs, metric, title, ranked=True, collect=collect, where=where)
+            if variants:
+                lines += _table(variants, metric, f"{title}, runs whose config is not the preset's "
+                                f"(own rows, never ranked with it; in brackets the keys that differ)",
+                                ranked=False, collect=collect, where=where)
         speed_rows = []
-        for r in sorted(group, key=lambda r: (r["task"], r["attention"], r["seed"], r["_file"])):
+        for r in sorted(group, key=lambda r: (r["task"], r["_row"], r["seed"], r["_file"])):
             m = r["metrics"]
             mem = m.get("peak_memory") or {}
-            speed_rows.append([r["task"], r["attention"], str(r["seed"]), str(m["steps"]),
+            speed_rows.append([r["task"], r["_row"], str(r["seed"]), str(m["steps"]),
                                f"{m['steps_per_s']:.2f}" if m.get("steps_per_s") else "—",
                                f"{m['wall_time_s'] / 60:.1f}",
                                f"{mem.get('bytes', 0) / 2**30:.2f}" if mem else "—",

@@ -18,7 +18,8 @@ T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2
 
 CELL_LEGEND = ("Each cell: mean ± sample std over seeds [95% Student-t interval of the mean] (n "
                "seeds); **bold**: the task's best mean; ≈: its interval overlaps the best's "
-               "(tied with it: no real difference shown); †: fewer seeds than the table's usual n.")
+               "(tied with it: no real difference shown); †: fewer seeds than the table's usual n; "
+               "k/n at chance: k of the n seeds within one standard error of chance (README).")
 
 
 def t975(df: int) -> float:
@@ -50,19 +51,45 @@ def cell_stats(values: list[float]) -> CellStats | None:
     return CellStats(len(pct), mean, std, mean - half, mean + half)
 
 
-def _cell(s: CellStats | None, *, best: bool = False, tied: bool = False, few: bool = False) -> str:
+def _cell(s: CellStats | None, *, best: bool = False, tied: bool = False, few: bool = False,
+          chance: int = 0) -> str:
     if s is None:
         return "—"
     text = (f"{s.mean:.2f} (1)" if s.std is None else
             f"{s.mean:.2f} ± {s.std:.2f} [{s.low:.2f}, {s.high:.2f}] ({s.n})")
-    return (f"**{text}**" if best else text) + (" ≈" if tied else "") + (" †" if few else "")
+    return ((f"**{text}**" if best else text) + (" ≈" if tied else "") + (" †" if few else "")
+            + (f" {chance}/{s.n} at chance" if chance else ""))
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One marked cell, as every output (Markdown, CSV, LaTeX) prints it."""
+
+    stats: CellStats | None
+    best: bool = False
+    tied: bool = False
+    few: bool = False
+    at_chance: int = 0  # seeds at chance (the README's rule)
+
+    def text(self) -> str:
+        return _cell(self.stats, best=self.best, tied=self.tied, few=self.few, chance=self.at_chance)
 
 
 def marked_cells(cells: dict[tuple[str, str], list[float]], attns: list[str],
-                 task_names: list[str]) -> dict[tuple[str, str], str]:
+                 task_names: list[str], *, ranked: bool = True,
+                 at_chance: dict[tuple[str, str], int] | None = None) -> dict[tuple[str, str], str]:
+    """The text of ``cell_objects``'s cells."""
+    return {k: c.text() for k, c in cell_objects(cells, attns, task_names, ranked=ranked,
+                                                 at_chance=at_chance).items()}
+
+
+def cell_objects(cells: dict[tuple[str, str], list[float]], attns: list[str],
+                 task_names: list[str], *, ranked: bool = True,
+                 at_chance: dict[tuple[str, str], int] | None = None) -> dict[tuple[str, str], Cell]:
     """Every (attention, task) cell's text with its markers: per task the best mean in bold, the
     families whose 95% interval overlaps the best's marked tied (only where both have n >= 2), and
-    cells with fewer seeds than the table's most common n (the larger on a tie) flagged."""
+    cells with fewer seeds than the table's most common n (the larger on a tie) flagged. Unranked
+    (rows of different configs): no best and no ties. ``at_chance``: seeds at chance per cell."""
     stats = {(a, t): cell_stats(cells.get((a, t), [])) for a in attns for t in task_names}
     counts = Counter(s.n for s in stats.values() if s is not None)
     usual = max(counts, key=lambda n: (counts[n], n)) if counts else 0
@@ -75,7 +102,9 @@ def marked_cells(cells: dict[tuple[str, str], list[float]], attns: list[str],
             s = stats[(a, t)]
             tied = (s is not None and a != best and top.low is not None and s.low is not None
                     and s.low <= top.high and top.low <= s.high)
-            out[(a, t)] = _cell(s, best=a == best, tied=tied, few=s is not None and s.n < usual)
+            out[(a, t)] = Cell(s, best=ranked and a == best, tied=ranked and tied,
+                               few=s is not None and s.n < usual,
+                               at_chance=(at_chance or {}).get((a, t), 0) if s is not None else 0)
     return out
 
 

@@ -42,11 +42,24 @@ def _chance_lines(task_names: list[str], metric: str) -> list[tuple[float, str]]
 
 
 
+def family_band(family: str, histories: list[dict[str, list]]) -> dict[str, Any]:
+    """One panel of ``figures.family_curves``: the mean and min-max of validation accuracy over the
+    seeds' ``eval_history``, at the steps every seed evaluated."""
+    common = sorted(set.intersection(*(set(h["step"]) for h in histories)))
+    at = [dict(zip(h["step"], h["val_accuracy"])) for h in histories]
+    values = [[a[s] for a in at] for s in common]
+    return {"family": family, "n": len(histories), "steps": common,
+            "mean": [sum(v) / len(v) for v in values], "low": [min(v) for v in values],
+            "high": [max(v) for v in values]}
+
+
 def leaderboard_section(runs: list[dict[str, Any]]) -> tuple[list[str], dict[str, bytes]]:
-    """Markdown lines and {figure file: PNG bytes}: validation accuracy per (task, preset)."""
+    """Markdown lines and {figure file: bytes} (PNG, SVG, PDF): validation accuracy per (task, preset),
+    from the preset runs (``_diff`` empty) only."""
     groups: dict[tuple[str, str], list[dict]] = defaultdict(list)
     for r in runs:
-        groups[(r["task"], r["preset"])].append(r)
+        if not r.get("_diff"):
+            groups[(r["task"], r["preset"])].append(r)
     lines = ["## Learning curves", ""]
     figs: dict[str, bytes] = {}
     for task, preset in sorted(groups):
@@ -54,25 +67,28 @@ def leaderboard_section(runs: list[dict[str, Any]]) -> tuple[list[str], dict[str
         drawn = [r for r in group if (r.get("eval_history") or {}).get("step")]
         if not drawn:
             continue
-        drawn.sort(key=lambda r: (r["attention"] != "softmax", r["attention"], r["seed"],
-                                  r["device"]["kind"], r["_file"]))
         devices = {(r["device"]["kind"], r["device"]["count"]) for r in drawn}
-        series = []
+        by_family: dict[str, list[dict]] = defaultdict(list)
         for r in drawn:
-            h = r["eval_history"]
             where = f" ({r['device']['kind']} x{r['device']['count']})" if len(devices) > 1 else ""
-            series.append({"label": f"{r['attention']}/seed {r['seed']}{where}",
-                           "family": r["attention"], "steps": h["step"], "values": h["val_accuracy"]})
-        name = f"{FIGURE_PREFIX}{figures.slug(task)}-{figures.slug(preset)}.png"
-        figs[name] = figures.learning_curves(
-            series, chance=_chance_lines([task], "val_accuracy"),
+            by_family[r["attention"] + where].append(r["eval_history"])
+        panels = [family_band(name, by_family[name])
+                  for name in sorted(by_family, key=lambda n: (not n.startswith("softmax"), n))]
+        stem = f"{FIGURE_PREFIX}{figures.slug(task)}-{figures.slug(preset)}"
+        drawn_figure = figures.family_curves(
+            panels, chance=_chance_lines([task], "val_accuracy"),
             title=f"Validation accuracy during training: {task}, preset {preset}",
             ylabel="validation accuracy")
+        figs.update({f"{stem}.{fmt}": data for fmt, data in drawn_figure.items()})
+        name = f"{stem}.png"
         left_out = len(group) - len(drawn)
         lines += [f"### `{task}`, preset `{preset}`", "",
                   f"![validation accuracy against step, {task}, preset {preset}]({FIGURES_DIR}/{name})",
-                  "", f"Validation accuracy at each evaluation of each run; dashed: chance "
-                  f"({chance_level(task, 'val_accuracy')[1]})."
+                  "", f"Validation accuracy during training, one panel per family: the line is the "
+                  f"mean over its seeds, the band the lowest to the highest seed, at the evaluation "
+                  f"steps every seed has; grey: the other families' means; dashed: chance "
+                  f"({chance_level(task, 'val_accuracy')[1]}). Vector versions: `{stem}.svg`, "
+                  f"`{stem}.pdf`."
                   + (f" {left_out} run(s) of this group have no evaluation history in their result "
                      f"file and are left out." if left_out else ""), ""]
     if not figs:

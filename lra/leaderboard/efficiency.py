@@ -69,7 +69,9 @@ def _accuracy_by_family(runs: list[dict[str, Any]], families: list[str]):
 
 
 def efficiency_section(records: list[dict[str, Any]], runs: list[dict[str, Any]]):
-    """Markdown lines and {figure file: PNG bytes} for the latest bench file of each setting."""
+    """Markdown lines and {figure file: bytes} (PNG, SVG, PDF) for the latest bench file of each
+    setting; the bubble chart's accuracy from the preset runs (``_diff`` empty) only."""
+    runs = [r for r in runs if not r.get("_diff")]
     if not records:
         return ["No efficiency files yet: run `python -m lra.bench` (see README).", ""], {}
     groups: dict[tuple, list[dict]] = defaultdict(list)
@@ -115,6 +117,7 @@ def _fusions_line(ok: dict[tuple[str, int], dict[str, Any]], families: list[str]
 
 
 def _efficiency_table(rec: dict[str, Any], runs: list[dict[str, Any]], key: tuple):
+    """One bench file's section: its header line, the table, the notes under it, the figures."""
     device, task, batch, dtype = key
     lengths = sorted({r["length"] for r in rec["results"]})
     ok = {(r["attention"], r["length"]): r for r in rec["results"] if r["status"] == "ok"}
@@ -130,7 +133,17 @@ def _efficiency_table(rec: dict[str, Any], runs: list[dict[str, Any]], key: tupl
     header = (["attention"] + [f"steps/s {n}" for n in lengths] + [f"memory GiB {n}" for n in lengths]
               + ["time slope", "memory slope", f"GFLOP/step {longest}",
                  f"softmax's FLOPs / these {longest}", f"% of peak {longest}"])
-    rows, skipped = [], []
+    lines += md_table(header, _table_rows(ok, families, lengths)) + [""]
+    lines += _notes(rec, ok, families, lengths)
+    more, figs = _figures(ok, runs, families, lengths, key)
+    return lines + more, figs
+
+
+def _table_rows(ok: dict[tuple[str, int], dict[str, Any]], families: list[str],
+                lengths: list[int]) -> list[list[str]]:
+    """Per family: steps/s and memory at each length (ratios to softmax), slopes, FLOPs, % of peak."""
+    longest = max(lengths)
+    rows = []
     softmax_last = ok.get(("softmax", longest))
     for a in families:
         speed, mem = [], []
@@ -156,10 +169,17 @@ def _efficiency_table(rec: dict[str, Any], runs: list[dict[str, Any]], key: tupl
         frac = f"{100 * last['fraction_of_peak']:.1f}" if last and last.get("fraction_of_peak") else "—"
         rows.append([a, *speed, *mem, "—" if kt is None else f"{kt:.2f}",
                      "—" if km is None else f"{km:.2f}", flops, bound, frac])
+    return rows
+
+
+def _notes(rec: dict[str, Any], ok: dict[tuple[str, int], dict[str, Any]], families: list[str],
+           lengths: list[int]) -> list[str]:
+    """The lines under the table: the memory cross-check, the step program, FLOPs, skipped configs."""
+    lines: list[str] = []
+    skipped = []
     for r in sorted(rec["results"], key=lambda r: (r["attention"], r["length"])):
         if r["status"] != "ok":
             skipped.append(f"- `{r['attention']}` at {r['length']}: {r['reason']}")
-    lines += md_table(header, rows) + [""]
     checks = sorted(r["memory"]["rss_growth_vs_compiled_transient"] for r in ok.values()
                     if r["memory"].get("rss_growth_vs_compiled_transient") is not None)
     if checks:
@@ -175,7 +195,14 @@ def _efficiency_table(rec: dict[str, Any], runs: list[dict[str, Any]], key: tupl
               "it slower.", ""]
     if skipped:
         lines += ["Skipped configurations:", "", *skipped, ""]
+    return lines
 
+
+def _figures(ok: dict[tuple[str, int], dict[str, Any]], runs: list[dict[str, Any]],
+             families: list[str], lengths: list[int], key: tuple):
+    """The scaling curves and the bubble chart of one bench file: (Markdown lines, {file: bytes})."""
+    device, task, batch, dtype = key
+    lines: list[str] = []
     figs: dict[str, bytes] = {}
     stem = f"{FIGURE_PREFIX}{figures.slug(device)}-{figures.slug(task)}-b{batch}-{dtype}"
     series = {a: [(n, ok[(a, n)]["step_time_s"]["median"], ok[(a, n)]["memory"]["bytes"])
@@ -184,7 +211,8 @@ def _efficiency_table(rec: dict[str, Any], runs: list[dict[str, Any]], key: tupl
     setting = f"{task} model, batch {batch}, {dtype}, {device}"
     if series:
         name = f"{stem}-scaling.png"
-        figs[name] = figures.scaling_curves(series, title=f"Scaling with length: {setting}")
+        drawn = figures.scaling_curves(series, title=f"Scaling with length: {setting}")
+        figs.update({f"{stem}-scaling.{fmt}": data for fmt, data in drawn.items()})
         lines += [f"![time and memory against length, {setting}]({FIGURES_DIR}/{name})", ""]
     at = _common_length(ok, families, lengths)
     acc = _accuracy_by_family(runs, families)
@@ -201,10 +229,11 @@ def _efficiency_table(rec: dict[str, Any], runs: list[dict[str, Any]], key: tupl
     over = ", ".join(tasks) if tasks else "each family's own tasks"
     left_out = [a for a in families if a not in {p["name"] for p in points}]
     name = f"{stem}-bubble.png"
-    figs[name] = figures.bubble_chart(
+    drawn = figures.bubble_chart(
         points, title=f"Speed, accuracy and memory at length {at}: {setting}",
         xlabel=f"steps/s relative to softmax at length {at}",
         ylabel=f"mean test accuracy at the last step (%), preset {preset}, over {over}")
+    figs.update({f"{stem}-bubble.{fmt}": data for fmt, data in drawn.items()})
     lines += [f"![speed vs accuracy, bubble area = memory, {setting}]({FIGURES_DIR}/{name})", "",
               f"Bubble chart: x = speed relative to softmax at length {at}, y = mean test accuracy at "
               f"the last step over seeds (preset `{preset}`, over {over}), bubble area = "

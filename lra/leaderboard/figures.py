@@ -1,8 +1,9 @@
-"""The leaderboard's figures, as PNG bytes: LRA's bubble chart, log-log scaling curves, learning curves.
+"""The leaderboard's figures, as PNG, SVG and PDF bytes ({format: bytes}): LRA's bubble chart,
+log-log scaling curves, learning curves (one line per run, or per family with a band over seeds).
 
 The bytes are a function of the inputs (and the matplotlib/FreeType versions) alone: an Agg canvas on
-a fresh ``Figure`` (no pyplot state), fixed size and dpi, no "Software" or date metadata, and a fixed
-``svg.hashsalt`` for the ids matplotlib would otherwise randomise.
+a fresh ``Figure`` (no pyplot state), fixed size and dpi, no software, version or date metadata
+(``FORMATS``), and a fixed ``svg.hashsalt`` for the ids matplotlib would otherwise randomise.
 """
 
 from __future__ import annotations
@@ -35,14 +36,24 @@ def style(names: Sequence[str]) -> dict[str, dict]:
     return out
 
 
-def _png(fig: Figure) -> bytes:
+# Per format, the metadata that would carry a date or a version: left out, so the bytes are stable.
+FORMATS = {"png": {"Software": None},
+           "svg": {"Date": None, "Creator": None, "Format": None, "Type": None},
+           "pdf": {"CreationDate": None, "ModDate": None, "Creator": None, "Producer": None}}
+
+
+def _render(fig: Figure) -> dict[str, bytes]:
+    """{format: bytes} of ``fig`` as PNG, SVG and PDF (vector figures for a paper)."""
     FigureCanvasAgg(fig)
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=DPI, metadata={"Software": None})
-    return buf.getvalue()
+    out = {}
+    for fmt, metadata in FORMATS.items():
+        buf = io.BytesIO()
+        fig.savefig(buf, format=fmt, dpi=DPI, metadata=metadata)
+        out[fmt] = buf.getvalue()
+    return out
 
 
-def bubble_chart(points: Sequence[Mapping], *, title: str, xlabel: str, ylabel: str) -> bytes:
+def bubble_chart(points: Sequence[Mapping], *, title: str, xlabel: str, ylabel: str) -> dict[str, bytes]:
     """LRA's Figure 3: x speed vs softmax, y accuracy, bubble area proportional to memory.
 
     points: [{"name", "x", "y", "memory"}] (memory in bytes). Each bubble is labelled beside it; a
@@ -75,7 +86,7 @@ def bubble_chart(points: Sequence[Mapping], *, title: str, xlabel: str, ylabel: 
         ax.set_ylabel(ylabel)
         ax.set_title(title, fontsize=9)
         fig.tight_layout()
-        return _png(fig)
+        return _render(fig)
 
 
 def _reference_sizes(biggest: float) -> list[float]:
@@ -86,7 +97,8 @@ def _reference_sizes(biggest: float) -> list[float]:
     return sizes[-3:]
 
 
-def scaling_curves(series: Mapping[str, Sequence[tuple[int, float, float]]], *, title: str) -> bytes:
+def scaling_curves(series: Mapping[str, Sequence[tuple[int, float, float]]], *,
+                   title: str) -> dict[str, bytes]:
     """Time per step and memory against length, log-log, one line per family, slope in the legend.
 
     series: {family: [(length, seconds per step, memory bytes), ...]}.
@@ -121,14 +133,14 @@ def scaling_curves(series: Mapping[str, Sequence[tuple[int, float, float]]], *, 
                       frameon=False)
         fig.suptitle(title, fontsize=9)
         fig.tight_layout()
-        return _png(fig)
+        return _render(fig)
 
 
 LINESTYLES = ("-", "--", ":", "-.")
 
 
 def learning_curves(series: Sequence[Mapping], *, chance: Sequence[tuple[float, str]], title: str,
-                    ylabel: str) -> bytes:
+                    ylabel: str) -> dict[str, bytes]:
     """A metric against training step, one line per run; dashed grey lines at chance.
 
     series: [{"label", "family", "steps", "values"}], drawn in the given order, coloured by family
@@ -156,7 +168,7 @@ def learning_curves(series: Sequence[Mapping], *, chance: Sequence[tuple[float, 
         ax.set_title(title, fontsize=9)
         ax.legend(fontsize=7, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.13), frameon=False)
         fig.tight_layout()
-        return _png(fig)
+        return _render(fig)
 
 
 def slug(text: str) -> str:
@@ -166,3 +178,40 @@ def slug(text: str) -> str:
         out = out.replace("--", "-")
     return out.strip("-")
 
+
+
+def family_curves(families: Sequence[Mapping], *, chance: Sequence[tuple[float, str]], title: str,
+                  ylabel: str) -> dict[str, bytes]:
+    """Small multiples: one panel per family, its mean over seeds as a line and the min-max over
+    seeds as a band, every other family's mean in light grey behind it, chance dashed.
+
+    families: [{"family", "n", "steps", "mean", "low", "high"}] (the panels, in the given order).
+    """
+    with matplotlib.rc_context(RC):
+        cols = min(4, len(families))
+        rows = math.ceil(len(families) / cols)
+        fig = Figure(figsize=(2.6 * cols + 0.6, 2.1 * rows + 0.7))
+        axes = fig.subplots(rows, cols, sharex=True, sharey=True, squeeze=False)
+        for i, ax in enumerate(axes.flat):
+            if i >= len(families):
+                ax.set_visible(False)
+                continue
+            f = families[i]
+            for other in families:
+                if other is not f:
+                    ax.plot(other["steps"], other["mean"], color="0.82", lw=0.8, zorder=1)
+            colour = "black" if f["family"].startswith("softmax") else "tab:blue"  # one per panel
+            ax.fill_between(f["steps"], f["low"], f["high"], color=colour, alpha=0.25, lw=0, zorder=2)
+            ax.plot(f["steps"], f["mean"], color=colour, lw=1.8, marker="o", ms=2.5, zorder=3)
+            for level, _ in chance:
+                ax.axhline(level, color="grey", lw=0.8, ls="--", zorder=1)
+            ax.set_title(f"{f['family']} ({f['n']} seed{'s' if f['n'] != 1 else ''})", fontsize=8)
+            ax.tick_params(labelsize=7)
+            if i % cols == 0:
+                ax.set_ylabel(ylabel, fontsize=7)
+            if i >= len(families) - cols:
+                ax.set_xlabel("training step", fontsize=7)
+        fig.suptitle(title + ("; dashed: " + "; ".join(label for _, label in chance) if chance else ""),
+                     fontsize=9)
+        fig.tight_layout()
+        return _render(fig)

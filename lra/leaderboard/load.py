@@ -1,90 +1,428 @@
-"""Reading result files: run files (``runs/*.json``) and bench files (``efficiency/*.json``),
-each checked before any table uses it, and the labels that group them."""
+"""Reading result files: run files (``runs/*.json``), bench files (``efficiency/*.json``) and peers
+files (``efficiency/peers-cpu-*.jsonl``), each checked whole before any table uses it, and the labels
+that group them.
+
+A file that fails a check is skipped with one line naming it and the field (``skipped``); the rest
+is published. Run files: ``format_version`` 1 (absent: every file written before versions) or 2
+(adds ``overrides`` and ``data.fingerprint``); any other version is refused. Files of
+``lra.evaluate`` (a top-level ``evaluation_of``) evaluate a checkpoint of a run: they are never a
+seed, and are listed apart (``evaluations``), not reported as broken.
+"""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+import math
+import re
 from pathlib import Path
 from typing import Any
 
+from lra import config as lra_config
 from lra.bench.efficiency import SCHEMA
+from lra.leaderboard import identity
 from lra.leaderboard.published import TASKS
+
+FORMAT_VERSIONS = (1, 2)
+PROTOCOLS = ("lra", "modern")
+_HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
 class ResultFileError(ValueError):
     pass
 
 
+# ----------------------------------------------------------------------------------------------
+# Field checks: each raises ResultFileError naming the dotted field and what was expected.
+
+
 def _number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _integer(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _get(record: dict[str, Any], field: str, *, optional: bool = False) -> Any:
+    """``record``'s value at the dotted ``field`` (None where optional and absent)."""
+    node: Any = record
+    parts = field.split(".")
+    for i, part in enumerate(parts):
+        if not isinstance(node, dict):
+            raise ResultFileError(f"{'.'.join(parts[:i])}: expected an object, got {_kind(node)}")
+        if part not in node:
+            if optional:
+                return None
+            raise ResultFileError(f"{field}: missing")
+        node = node[part]
+    return node
+
+
+def _kind(value: Any) -> str:
+    return "null" if value is None else f"{type(value).__name__} {value!r}"[:80]
+
+
+def _need(record: dict[str, Any], field: str, what: str, *, optional: bool = False,
+          low: float | None = None, high: float | None = None, nullable: bool = False) -> Any:
+    """The value at ``field``, checked to be ``what`` ("str", "int", "number", "object", "list",
+    "bool") within [low, high]; None is allowed where ``nullable`` (or ``optional`` and absent)."""
+    value = _get(record, field, optional=optional)
+    if value is None and (nullable or optional):
+        return None
+    ok = {"str": lambda v: isinstance(v, str) and v != "", "int": _integer, "number": _number,
+          "object": lambda v: isinstance(v, dict), "list": lambda v: isinstance(v, list),
+          "bool": lambda v: isinstance(v, bool)}[what](value)
+    expected = {"str": "a non-empty string", "int": "an integer", "number": "a finite number",
+                "object": "an object", "list": "a list", "bool": "true or false"}[what]
+    if ok and low is not None and value < low:
+        ok, expected = False, f"{expected} >= {low}"
+    if ok and high is not None and value > high:
+        ok, expected = False, f"{expected} <= {high}"
+    if not ok:
+        raise ResultFileError(f"{field}: expected {expected}, got {_kind(value)}")
+    return value
+
+
+def _accuracy(record: dict[str, Any], field: str, *, nullable: bool = True) -> float | None:
+    return _need(record, field, "number", low=0, high=1, nullable=nullable,
+                 optional=nullable)
+
+
+def _date(record: dict[str, Any], field: str = "date") -> None:
+    value = _need(record, field, "str")
+    try:
+        dt.datetime.strptime(value, "%Y-%m-%dT%H:%M:%SZ")
+    except ValueError:
+        raise ResultFileError(f"{field}: expected a UTC time like 2026-01-31T12:00:00Z, got "
+                              f"{value!r}") from None
+
+
+# ----------------------------------------------------------------------------------------------
+# Run files.
+
+
+def known_tasks() -> tuple[str, ...]:
+    """Every registered task, LRA's six first (in LRA's order), then the others by name."""
+    import tasks
+
+    return TASKS + tuple(sorted(set(tasks.available()) - set(TASKS)))
+
+
+def task_columns(records: list[dict[str, Any]]) -> list[str]:
+    """The task columns of a table: LRA's six always, then any other task that has a run here."""
+    present = {r["task"] for r in records}
+    return [t for t in known_tasks() if t in TASKS or t in present]
+
+
+def format_version(record: dict[str, Any]) -> int:
+    version = record.get("format_version", 1)
+    if not _integer(version) or version not in FORMAT_VERSIONS:
+        raise ResultFileError(f"format_version: {_kind(version)}; this leaderboard reads "
+                              f"{' and '.join(map(str, FORMAT_VERSIONS))}")
+    return version
+
+
+def is_evaluation(record: Any) -> bool:
+    """A file of ``lra.evaluate --write-result``: an evaluation of a run's checkpoint, not a seed."""
+    return isinstance(record, dict) and "evaluation_of" in record
+
+
+def _check_identity(record: dict[str, Any]) -> None:
+    task = _need(record, "task", "str")
+    if task not in known_tasks():
+        raise ResultFileError(f"task: unknown task {task!r} (known: {', '.join(known_tasks())})")
+    _need(record, "attention", "str")
+    _need(record, "preset", "str")
+    _need(record, "seed", "int", low=0)
+    proto = _need(record, "protocol", "str", optional=True)
+    if proto is not None and proto not in PROTOCOLS:
+        raise ResultFileError(f"protocol: {proto!r}, expected one of {', '.join(PROTOCOLS)}")
+    _need(record, "config", "object")
+    for section in ("model", "train", "data", "attn"):
+        _need(record, f"config.{section}", "object")
+    cfg = lra_config.with_protocol(record["config"])
+    for key in ("task", "attention", "preset", "seed", "protocol"):
+        mine = record.get(key, "lra") if key == "protocol" else record[key]
+        if key not in cfg:
+            raise ResultFileError(f"config.{key}: missing")
+        if cfg[key] != mine or isinstance(cfg[key], bool):
+            raise ResultFileError(f"config.{key} is {cfg[key]!r} but {key} is {mine!r}")
+    _need(record, "config.train.num_steps", "int", low=1)
+
+
+def _check_metrics(record: dict[str, Any]) -> None:
+    _need(record, "metrics", "object")
+    _accuracy(record, "metrics.test_accuracy_at_last", nullable=False)
+    for key in ("test_accuracy_at_best_val", "best_val_accuracy", "final_val_accuracy"):
+        _accuracy(record, f"metrics.{key}")
+    num_steps = record["config"]["train"]["num_steps"]
+    steps = _need(record, "metrics.steps", "int", low=1)
+    if steps > num_steps:
+        raise ResultFileError(f"metrics.steps: {steps} is more than config.train.num_steps "
+                              f"{num_steps}")
+    _need(record, "metrics.wall_time_s", "number", low=0)
+    _need(record, "metrics.steps_per_s", "number", low=0, optional=True)
+    _need(record, "metrics.final_train_loss", "number", low=0, optional=True)
+    _need(record, "metrics.num_params", "int", low=0, optional=True)
+    if _need(record, "metrics.peak_memory", "object", optional=True) is not None:
+        _need(record, "metrics.peak_memory.bytes", "int", low=0)
+    best_step = _need(record, "metrics.best_val_step", "int", low=0, high=steps, optional=True)
+    history = _need(record, "eval_history", "object", optional=True)
+    if history is None:
+        return
+    hsteps = _need(record, "eval_history.step", "list")
+    for key in ("val_accuracy", "val_loss"):
+        values = _need(record, f"eval_history.{key}", "list")
+        if len(values) != len(hsteps):
+            raise ResultFileError(f"eval_history.{key}: {len(values)} values for {len(hsteps)} steps")
+    for i, s in enumerate(hsteps):
+        if not _integer(s) or not 0 <= s <= steps or (i and s <= hsteps[i - 1]):
+            raise ResultFileError(f"eval_history.step[{i}]: {_kind(s)}, expected increasing "
+                                  f"integers in [0, metrics.steps {steps}]")
+    for i, (a, v) in enumerate(zip(history["val_accuracy"], history["val_loss"])):
+        if not (_number(a) and 0 <= a <= 1):
+            raise ResultFileError(f"eval_history.val_accuracy[{i}]: {_kind(a)}, not an accuracy")
+        if not (_number(v) and v >= 0):
+            raise ResultFileError(f"eval_history.val_loss[{i}]: {_kind(v)}, not a loss")
+    if best_step is not None and hsteps and best_step not in hsteps:
+        raise ResultFileError(f"metrics.best_val_step: {best_step} is not a step of eval_history")
+    best = record["metrics"].get("best_val_accuracy")
+    if best is not None and hsteps and abs(max(history["val_accuracy"]) - best) > 1e-6:
+        raise ResultFileError(f"metrics.best_val_accuracy: {best} is not the best of "
+                              f"eval_history.val_accuracy ({max(history['val_accuracy'])})")
+
+
+def _check_data(record: dict[str, Any], version: int) -> None:
+    if _need(record, "data", "object", optional=version == 1) is None:
+        return
+    evaluated = _need(record, "data.evaluated", "object", optional=version == 1) or {}
+    for split in evaluated:
+        _need(record, f"data.evaluated.{split}", "int", low=0)
+    empty = [split for split, n in evaluated.items() if n == 0]
+    if empty:
+        raise ResultFileError(f"data.evaluated: its evaluation saw zero examples ({', '.join(empty)})")
+    if version < 2:
+        return
+    _need(record, "data.fingerprint", "object")
+    digest = _need(record, "data.fingerprint.sha256", "str")
+    if not _HEX64.fullmatch(digest):
+        raise ResultFileError(f"data.fingerprint.sha256: {digest!r} is not a sha256 hex digest")
+    files = _need(record, "data.fingerprint.files", "object")
+    for rel, entry in files.items():
+        if not isinstance(entry, dict):
+            raise ResultFileError(f"data.fingerprint.files[{rel!r}]: expected an object")
+        if not (_integer(entry.get("bytes")) and entry["bytes"] >= 0):
+            raise ResultFileError(f"data.fingerprint.files[{rel!r}].bytes: {_kind(entry.get('bytes'))}")
+        if not (isinstance(entry.get("sha256"), str) and _HEX64.fullmatch(entry["sha256"])):
+            raise ResultFileError(f"data.fingerprint.files[{rel!r}].sha256: "
+                                  f"{_kind(entry.get('sha256'))}")
+    _need(record, "data.fingerprint.generator", "object", nullable=True)
+
+
+def _check_overrides(record: dict[str, Any], version: int) -> None:
+    if version < 2:
+        return
+    overrides = _need(record, "overrides", "object")
+    flat = lra_config.flatten(record["config"])
+    for key, value in overrides.items():
+        if key not in flat:
+            raise ResultFileError(f"overrides.{key}: not a key of config")
+        if not identity.same(flat[key], value):
+            raise ResultFileError(f"overrides.{key} is {value!r} but config has {flat[key]!r}")
 
 
 def check_run(record: Any) -> None:
-    """Raise ``ResultFileError`` saying what makes ``record`` unusable for the tables."""
+    """Raise ``ResultFileError`` naming the first field that makes ``record`` unusable: types,
+    ranges, and agreement between the fields and with the config."""
     if not isinstance(record, dict):
         raise ResultFileError(f"expected a JSON object, got {type(record).__name__}")
-    for key in ("task", "attention", "preset", "seed", "metrics", "device", "git"):
-        if key not in record:
-            raise ResultFileError(f"no {key!r}")
-    if record["task"] not in TASKS:
-        raise ResultFileError(f"unknown task {record['task']!r} (known: {', '.join(TASKS)})")
-    device, metrics = record["device"], record["metrics"]
-    if not isinstance(device, dict) or not {"kind", "count"} <= device.keys():
-        raise ResultFileError("'device' lacks 'kind' or 'count'")
-    if not isinstance(metrics, dict):
-        raise ResultFileError("'metrics' is not an object")
-    for key in ("test_accuracy_at_last", "test_accuracy_at_best_val"):
-        value = metrics.get(key)
-        if not (value is None and key != "test_accuracy_at_last") and not (
-                _number(value) and 0 <= value <= 1):
-            raise ResultFileError(f"metrics.{key} is {value!r}, not an accuracy in [0, 1]")
-    for key in ("steps", "wall_time_s"):
-        if not _number(metrics.get(key)):
-            raise ResultFileError(f"metrics.{key} is {metrics.get(key)!r}, not a number")
-    evaluated = (record.get("data") or {}).get("evaluated", {})  # files before provenance lack it
-    empty = [split for split, n in evaluated.items() if n == 0]
-    if empty:
-        raise ResultFileError(f"its evaluation saw zero examples ({', '.join(empty)})")
-    if not isinstance(record["git"], dict) or not isinstance(record["git"].get("commit"), str):
-        raise ResultFileError("'git' lacks 'commit'")
+    version = format_version(record)
+    _check_identity(record)
+    _check_metrics(record)
+    _check_data(record, version)
+    _check_overrides(record, version)
+    _need(record, "device", "object")
+    _need(record, "device.kind", "str")
+    _need(record, "device.count", "int", low=1)
+    _need(record, "git", "object")
+    _need(record, "git.commit", "str")
+    _date(record)
+    status = record.get("status", "completed")
+    if status != "completed":
+        raise ResultFileError(f"status: {status!r}, expected 'completed'")
+    if identity.differences(record) is None:
+        raise ResultFileError(f"config: the preset {record['preset']!r} of {record['task']} "
+                              f"({record.get('protocol', 'lra')} protocol) cannot be resolved here "
+                              f"(no configs/{record['task']}.py, or an unknown preset): its cell is "
+                              f"unknown")
 
 
-def load_runs(results_dir: Path, skipped: list[str] | None = None) -> list[dict[str, Any]]:
-    """The valid result files of ``results_dir/runs``; each invalid or unreadable one is skipped
-    and described in ``skipped`` (an error if ``skipped`` is None)."""
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_bytes().decode("utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ResultFileError(f"unreadable ({type(err).__name__}: {err})") from None
+
+
+def _skip(path: Path, err: ResultFileError, skipped: list[str] | None, what: str) -> None:
+    if skipped is None:
+        raise ResultFileError(f"{path}: not a valid {what} ({err})") from None
+    skipped.append(f"{path}: {err}")
+
+
+def _files(folder: Path, pattern: str) -> list[Path]:
+    """The files matching ``pattern`` in ``folder`` (none if it is not a folder or unreadable)."""
+    try:
+        return sorted(p for p in folder.glob(pattern) if not p.is_dir())
+    except OSError:
+        return []
+
+
+def load_runs(results_dir: Path, skipped: list[str] | None = None,
+              evaluations: list[str] | None = None) -> list[dict[str, Any]]:
+    """The valid result files of ``results_dir/runs``, each with ``_file`` (its name), ``_diff``
+    (where its config is not its preset's, ``identity.differences``) and ``_row`` (its row label:
+    the family, plus the differing keys). Each invalid or unreadable file is skipped and described
+    in ``skipped`` (an error if ``skipped`` is None); evaluation files are named in ``evaluations``."""
     runs = []
-    for path in sorted((Path(results_dir) / "runs").glob("*.json")):
+    for path in _files(Path(results_dir) / "runs", "*.json"):
         try:
-            try:
-                record = json.loads(path.read_bytes().decode("utf-8"))
-            except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-                raise ResultFileError(f"unreadable ({type(err).__name__}: {err})") from None
+            record = _read_json(path)
+            if is_evaluation(record):
+                if evaluations is not None:
+                    evaluations.append(path.name)
+                continue
             check_run(record)
         except ResultFileError as err:
-            if skipped is None:
-                raise ResultFileError(f"{path}: not a valid result file ({err})") from None
-            skipped.append(f"{path}: {err}")
+            _skip(path, err, skipped, "result file")
             continue
         record["_file"] = path.name
+        record["_diff"] = identity.differences(record)
+        label = identity.variant_label(record["_diff"])
+        record["_row"] = record["attention"] + (f" {label}" if label else "")
         runs.append(record)
     return runs
 
 
-def load_efficiency(results_dir: Path) -> list[dict[str, Any]]:
+# ----------------------------------------------------------------------------------------------
+# Bench files.
+
+
+def check_efficiency(record: Any) -> None:
+    """Raise ``ResultFileError`` naming the first field the efficiency tables cannot use."""
+    if not isinstance(record, dict):
+        raise ResultFileError(f"expected a JSON object, got {type(record).__name__}")
+    if record.get("schema") != SCHEMA:
+        raise ResultFileError(f"schema: {_kind(record.get('schema'))}, expected {SCHEMA!r}")
+    for field in ("task", "dtype", "memory_method", "device.kind", "git.commit"):
+        _need(record, field, "str")
+    _need(record, "batch", "int", low=1)
+    _need(record, "device.count", "int", low=1)
+    _need(record, "steps", "int", low=1)
+    _need(record, "warmup", "int", low=0)
+    _date(record)
+    if _need(record, "device.host", "object", optional=True) is not None:
+        _need(record, "device.host.cpu", "str")
+        _need(record, "device.host.cores", "int", low=1)
+    _need(record, "device.platform", "str", optional=True)
+    if _need(record, "matmul_peak", "object", optional=True) is not None:
+        _need(record, "matmul_peak.flops_per_s", "number", low=0, optional=True)
+    results = _need(record, "results", "list")
+    if not results:
+        raise ResultFileError("results: empty")
+    for i, r in enumerate(results):
+        where = f"results[{i}]"
+        if not isinstance(r, dict):
+            raise ResultFileError(f"{where}: expected an object, got {_kind(r)}")
+        box = {where: r}
+        _need(box, f"{where}.attention", "str")
+        _need(box, f"{where}.length", "int", low=1)
+        status = _need(box, f"{where}.status", "str")
+        if status != "ok":
+            _need(box, f"{where}.reason", "str")
+            continue
+        _need(box, f"{where}.steps_per_s", "number", low=0)
+        _need(box, f"{where}.step_time_s.median", "number", low=0)
+        _need(box, f"{where}.memory.bytes", "number", low=0)
+        _need(box, f"{where}.memory.rss_growth_vs_compiled_transient", "number", optional=True)
+        _need(box, f"{where}.flops.per_step", "number", low=0)
+        for key in ("speed_vs_softmax", "memory_vs_softmax", "fraction_of_peak"):
+            _need(box, f"{where}.{key}", "number", low=0, optional=True)
+        if _need(box, f"{where}.xla_cpu_fusions", "object", optional=True) is not None:
+            _need(box, f"{where}.xla_cpu_fusions.choice", "str")
+            _need(box, f"{where}.xla_cpu_fusions.source", "str")
+
+
+def load_efficiency(results_dir: Path, skipped: list[str] | None = None) -> list[dict[str, Any]]:
+    """The valid bench files of ``results_dir/efficiency``; invalid ones as in ``load_runs``."""
     records = []
-    for path in sorted((Path(results_dir) / "efficiency").glob("*.json")):
+    for path in _files(Path(results_dir) / "efficiency", "*.json"):
         try:
-            record = json.loads(path.read_text())
-            if record["schema"] != SCHEMA:
-                raise KeyError(f"schema {record['schema']!r}, expected {SCHEMA!r}")
-            for r in record["results"]:
-                r["attention"], r["length"], r["status"]
-            record["device"]["kind"], record["task"], record["batch"], record["dtype"]
-            record["_file"] = path.name
-        except (json.JSONDecodeError, KeyError, TypeError) as err:
-            raise ResultFileError(f"{path}: not a valid efficiency file ({err!r})") from err
+            record = _read_json(path)
+            check_efficiency(record)
+        except ResultFileError as err:
+            _skip(path, err, skipped, "efficiency file")
+            continue
+        record["_file"] = path.name
         records.append(record)
     return records
+
+
+# ----------------------------------------------------------------------------------------------
+# Peers files (lra.bench.peers): a header line, then one line per measured case.
+
+
+PEERS_PATTERN = "peers-cpu-*.jsonl"
+
+
+def check_peers_rows(rows: list[Any]) -> None:
+    """Raise ``ResultFileError`` naming the first line and field the "vs best peer" table cannot use."""
+    for i, r in enumerate(rows, 1):
+        where = f"line {i}"
+        if not isinstance(r, dict):
+            raise ResultFileError(f"{where}: expected a JSON object, got {_kind(r)}")
+        box = {where: r}
+        if "peers_run" in r:
+            header = _need(box, f"{where}.peers_run", "object")
+            if header:
+                _need(box, f"{where}.peers_run.git", "str")
+                _need(box, f"{where}.peers_run.command", "str")
+                if _need(box, f"{where}.peers_run.host", "object", optional=True) is not None:
+                    _need(box, f"{where}.peers_run.host.cpu", "str")
+                    _need(box, f"{where}.peers_run.host.cores", "int", low=1)
+            continue
+        if r.get("status") != "ok" or "fwdbwd_ms_median" not in r:
+            continue
+        for key in ("peer", "mechanism", "kind"):
+            _need(box, f"{where}.{key}", "str")
+        _need(box, f"{where}.seq_len", "int", low=1)
+        _need(box, f"{where}.fwdbwd_ms_median", "number", low=0)
+        probes = _need(box, f"{where}.fwdbwd_probe_gflops", "list", optional=True)
+        if probes is not None and not all(_number(p) for p in probes):
+            raise ResultFileError(f"{where}.fwdbwd_probe_gflops: expected numbers, got {probes!r}")
+
+
+def load_peers(results_dir: Path, skipped: list[str] | None = None) -> list[Path]:
+    """The valid peers files of ``results_dir/efficiency``; invalid ones as in ``load_runs``."""
+    valid = []
+    for path in _files(Path(results_dir) / "efficiency", PEERS_PATTERN):
+        try:
+            try:
+                text = path.read_bytes().decode("utf-8")
+                rows = [json.loads(line) for line in text.splitlines() if line.strip()]
+            except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+                raise ResultFileError(f"unreadable ({type(err).__name__}: {err})") from None
+            check_peers_rows(rows)
+        except ResultFileError as err:
+            _skip(path, err, skipped, "peers file")
+            continue
+        valid.append(path)
+    return valid
+
+
+# ----------------------------------------------------------------------------------------------
+# Labels.
 
 
 def protocol(record: dict[str, Any]) -> str:
@@ -108,15 +446,17 @@ def bench_device_label(record: dict[str, Any]) -> str:
 
 
 def newest_per_seed(runs: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
-    """One run per (task, attention, preset, protocol, device, seed): the newest (by date, then file
-    name). A seed measured twice (a re-run after a fix, a re-run with --force) is one seed, not
-    two: counting both would shrink the interval with a repeated measurement. Returns the kept runs
-    and the superseded files' names."""
+    """One run per (task, row, preset, protocol, device, seed), the row being the family and the
+    config keys where the run is not its preset's: the newest (by date, then file name). A seed
+    measured twice (a re-run after a fix, a re-run with --force) is one seed, not two: counting both
+    would shrink the interval with a repeated measurement. A run with overrides is never the
+    preset's run of its seed, so it replaces nothing. Returns the kept runs and the superseded
+    files' names."""
     newest: dict[tuple, dict[str, Any]] = {}
     for r in sorted(runs, key=lambda r: (r.get("date", ""), r["_file"])):
-        key = (r["task"], r["attention"], r["preset"], protocol(r), device_label(r), r["seed"])
+        key = (r["task"], r.get("_row", r["attention"]), r["preset"], protocol(r), device_label(r),
+               r["seed"])
         newest[key] = r
     kept = {id(r) for r in newest.values()}
     return ([r for r in runs if id(r) in kept],
             sorted(r["_file"] for r in runs if id(r) not in kept))
-

@@ -1,0 +1,125 @@
+"""Which cell a run belongs to: its resolved config against the preset's, computed without JAX.
+
+A cell holds only runs whose resolved config is the preset's resolved config (seed and the keys
+that change no number aside, ``NON_SEMANTIC``). ``preset_config`` resolves the preset the way
+``lra.config.load`` does (dataclass defaults < ``configs/<task>.py`` layers, in the protocol's order),
+from the config files alone: ``load`` itself imports every attention family (and so JAX) to check
+``attn.*`` keys, which the leaderboard must not. The one rule that needs a family's options (CLS
+pooling sets ``attn.global_tokens = 1`` where the family has that option and no layer set it) is
+checked from the record: there, 1 or absent is the preset's value. ``tests/test_leaderboard_cells``
+checks this resolution against ``lra.config.load`` for every task, family, preset and protocol.
+
+A run whose config differs (a ``--set`` override, or a preset changed since the run) goes to its
+own row, labelled with the keys that differ: ``softmax [train.num_steps=2]``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from typing import Any
+
+from lra import config as lra_config
+
+# Keys that change how a run logs and saves, never a number it reports.
+NON_SEMANTIC = ("seed", "train.log_every", "train.checkpoint_every", "train.chance_patience")
+
+
+def _layers(task: str, attention: str, preset: str, protocol: str) -> list[dict[str, Any]] | None:
+    """The config layers of ``lra.config.load`` in order; None where ``configs/<task>.py`` is missing."""
+    try:
+        module = importlib.import_module(f"configs.{task}")
+    except ImportError:
+        return None
+    delta = getattr(module, "ATTENTION", {}).get(attention, {})
+    if protocol == "lra":
+        return [module.BASE, delta, module.PRESETS.get(preset, {})]
+    modern = getattr(module, "MODERN", None)
+    if modern is None:
+        return None
+    scale = {k: v for k, v in module.PRESETS.get(preset, {}).items()
+             if k in lra_config.SCALE_KEYS or k.startswith("data.")}
+    return [module.BASE, delta, modern.get("*", {}), modern.get(attention, {}), scale]
+
+
+def preset_config(task: str, attention: str, preset: str, protocol: str) -> dict[str, Any] | None:
+    """The flat ({dotted key: value}) resolved config of a preset run, without ``attn.global_tokens``'s
+    CLS rule (``differences`` handles it); None if the task's config file is missing."""
+    if preset not in lra_config.PRESETS or protocol not in lra_config.PROTOCOLS:
+        return None
+    layers = _layers(task, attention, preset, protocol)
+    if layers is None:
+        return None
+    flat = {"task": task, "attention": attention, "preset": preset, "protocol": protocol,
+            **{f"model.{k}": v for k, v in dataclasses.asdict(lra_config.ModelConfig()).items()},
+            **{f"train.{k}": v for k, v in dataclasses.asdict(lra_config.TrainConfig()).items()}}
+    for layer in layers:
+        flat.update(layer)
+    return flat
+
+
+def same(a: Any, b: Any) -> bool:
+    # JSON has no tuples; an int default and a float value (1 vs 1.0) are the same number.
+    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    if isinstance(a, bool) or isinstance(b, bool):
+        return a is b
+    return a == b
+
+
+def differences(record: dict[str, Any]) -> dict[str, Any] | None:
+    """{dotted key: the run's value} where the run's resolved config is not its preset's (a key the run
+    lacks maps to ``None``); ``{}`` for a preset run; None if the preset cannot be resolved here."""
+    cfg = lra_config.with_protocol(record["config"])
+    expected = preset_config(cfg["task"], cfg["attention"], cfg["preset"], cfg["protocol"])
+    if expected is None:
+        return None
+    got = lra_config.flatten(cfg)
+    cls_rule = (expected.get("model.pooling") == "cls" and "attn.global_tokens" not in expected)
+    out = {}
+    for key in sorted(set(expected) | set(got)):
+        if key in NON_SEMANTIC:
+            continue
+        if key == "attn.global_tokens" and cls_rule and got.get(key, 1) == 1:
+            continue
+        if key not in got:
+            # A field added to the dataclasses after the run: the run had its default behaviour
+            # (a new field's default keeps the old behaviour), unless the preset sets it.
+            default = _dataclass_default(key)
+            if default is not _MISSING and same(default, expected[key]):
+                continue
+            out[key] = None
+        elif key not in expected or not same(got[key], expected[key]):
+            out[key] = got[key]
+    return out
+
+
+_MISSING = object()
+
+
+def _dataclass_default(key: str) -> Any:
+    section, _, name = key.partition(".")
+    cls = {"model": lra_config.ModelConfig, "train": lra_config.TrainConfig}.get(section)
+    if cls is None:
+        return _MISSING
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    return fields[name].default if name in fields else _MISSING
+
+
+def variant_label(diff: dict[str, Any]) -> str:
+    """``[key=value, ...]`` of a run's differences from its preset ('' for a preset run)."""
+    if not diff:
+        return ""
+    return "[" + ", ".join(f"{k}={'(absent)' if v is None else v}" for k, v in sorted(diff.items())) + "]"
+
+
+def nested(flat: dict[str, Any], seed: int = 0) -> dict[str, Any]:
+    """``preset_config``'s flat dict as a result file's nested ``config`` (with ``seed``)."""
+    cfg: dict[str, Any] = {"model": {}, "train": {}, "data": {}, "attn": {}}
+    for key, value in flat.items():
+        section, _, name = key.partition(".")
+        if name:
+            cfg[section][name] = value
+        else:
+            cfg[key] = value
+    return {**cfg, "seed": seed}
