@@ -22,3 +22,28 @@ os.environ["XLA_FLAGS"] = " ".join([_given, *(f for f in _FLAGS if f.split("=")[
 import jax  # noqa: E402
 
 jax.config.update("jax_numpy_rank_promotion", "raise")
+
+
+# The fast lane (``pytest -m "not slow"``, README "Development"): the shared per-family checks run
+# there for these families only, one of each kind of machinery (dense, blocked, random features and
+# their redraw, a state-space convolution, a chunked decayed scan); the full suite runs them for
+# every family. Any test parametrized by a family name in these files is marked ``slow`` for the
+# other families.
+FAST_FAMILIES = ("softmax", "local", "performer", "s4d", "gla")
+PER_FAMILY_FILES = ("test_attention_contract.py", "test_comparability.py",
+                    "test_attention_memory.py", "test_attention_kernels.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    import pytest
+
+    import attention
+
+    families = set(attention.available())
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        if item.path.name not in PER_FAMILY_FILES or callspec is None:
+            continue
+        named = {v for v in callspec.params.values() if isinstance(v, str) and v in families}
+        if named and not named & set(FAST_FAMILIES):
+            item.add_marker(pytest.mark.slow)

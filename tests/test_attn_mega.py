@@ -141,6 +141,7 @@ def test_full_attention_pads_and_future_cannot_leak(causal, attn_fn):
         assert np.abs(y_future[:, t + 1:] - y_all[:, t + 1:]).max() > 1e-4
 
 
+@pytest.mark.slow
 def test_chunking_makes_memory_linear_and_full_attention_is_quadratic():
     small = train_temp_bytes("mega", SHORT, chunk_size=128)
     big = train_temp_bytes("mega", LONG, chunk_size=128)

@@ -32,6 +32,7 @@ def test_layer_equals_the_step_by_step_cell(forget_gate, causal, monkeypatch):
     np.testing.assert_allclose(got[mask], want[mask], atol=1e-4, rtol=1e-4)
 
 
+@pytest.mark.slow
 def test_huge_input_gates_stay_finite_and_match_the_cell():
     ks = jax.random.split(jax.random.key(0), 5)
     q, k, v = (jax.random.normal(kk, (1, 9, 1, 4)) for kk in ks[:3])

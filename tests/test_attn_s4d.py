@@ -75,6 +75,7 @@ def direct_convolution(kernels, d, x, causal):
 
 
 @pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.slow
 def test_fft_convolution_equals_the_direct_sum(causal):
     module = make(causal)
     x, mask = inputs()

@@ -42,6 +42,7 @@ def reference(module, x, *, naive=False):
 @pytest.mark.parametrize("conj_sym", [True, False])
 @pytest.mark.parametrize("discretization", ["zoh", "bilinear"])
 @pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.slow
 def test_scan_equals_the_step_by_step_recurrence(causal, discretization, conj_sym):
     module = make(causal, discretization=discretization, conj_sym=conj_sym)
     x, mask = inputs()
@@ -84,6 +85,7 @@ def test_eigenvalues_are_those_of_the_hippo_n_matrix(n):
     np.testing.assert_allclose(v @ np.diag(lam) @ v.conj().T, hippo_n(n), atol=1e-8)
 
 
+@pytest.mark.slow
 def test_module_initialisation_blocks_and_conjugate_symmetry():
     block = 8
     lam_n, _ = hippo_n_eig(block)

@@ -36,6 +36,7 @@ def tiny_run(tmp_path_factory):
     return results_dir, files[0], json.loads(files[0].read_text())
 
 
+@pytest.mark.slow
 def test_result_file_schema(tiny_run):
     _, path, rec = tiny_run
     assert path.name.startswith("text__cpu-x1__b2__float32__")  # task, device, batch, dtype, date
@@ -114,6 +115,7 @@ def test_the_model_is_the_run_config_of_each_family(tiny_run):
         assert r["attn_options"] == config_lib.load("text", r["attention"], preset="tiny").attn
 
 
+@pytest.mark.slow
 def test_too_big_or_broken_configs_are_recorded_not_crashes(tmp_path, monkeypatch):
     real = bench.create_train_state
 
@@ -186,6 +188,7 @@ def test_matmul_flops_multiplies_scans_where_xla_counts_the_body_once():
     assert xla < flops  # why the bench counts the jaxpr too
 
 
+@pytest.mark.slow
 def test_isolated_measurement_runs_in_a_fresh_process():
     args = argparse.Namespace(task="text", preset="tiny", overrides=[], batch=2, dtype="float32",
                               seed=0, budget_bytes=None)

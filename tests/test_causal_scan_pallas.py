@@ -22,6 +22,7 @@ def inputs(seed=0):
 
 @pytest.mark.parametrize("chunk", [8, 16])  # neither divides L = 37: the tail chunk is padded
 @pytest.mark.parametrize("scaled", [False, True])
+@pytest.mark.slow
 def test_pallas_scan_matches_xla_with_gradients(scaled, chunk):
     phi_q, phi_k, v, log_scale = inputs()
     scale = log_scale if scaled else None

@@ -40,6 +40,7 @@ def check(fn, ref, arrays, cot_key, tol=2e-4):
 @pytest.mark.parametrize("chunk", [7, 8, 32])  # 7 divides 21, 8 does not, 32 > L
 @pytest.mark.parametrize("vector", [False, True])
 @pytest.mark.parametrize("direction", ["causal", "bidirectional"])
+@pytest.mark.slow
 def test_decayed_attention_equals_the_recurrence(chunk, vector, direction):
     q, k, v, log_a, key = draw(chunk + 10 * vector, vector)
     fn = jax.jit(lambda q, k, v, la: chunked_decay_attention(q, k, v, la, chunk_size=chunk))
@@ -59,6 +60,7 @@ def test_strong_decays_stay_finite(vector):
 
 
 @pytest.mark.parametrize("chunk", [4, 8])
+@pytest.mark.slow
 def test_stabilised_input_gate_equals_the_recurrence(chunk):
     q, k, v, log_a, key = draw(5)
     log_i = 3.0 * jax.random.normal(jax.random.key(9), log_a.shape)
@@ -84,6 +86,7 @@ def test_stabiliser_keeps_huge_input_gates_finite():
 @pytest.mark.parametrize("chunk", [7, 8])
 @pytest.mark.parametrize("gated", [False, True])
 @pytest.mark.parametrize("direction", ["causal", "bidirectional"])
+@pytest.mark.slow
 def test_delta_rule_equals_the_recurrence(chunk, gated, direction):
     q, k, v, log_a, key = draw(20 + chunk)
     k = k / jnp.linalg.norm(k, axis=-1, keepdims=True)

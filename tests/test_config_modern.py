@@ -54,6 +54,7 @@ def test_choices_are_declared_on_the_fields():
 # --protocol modern
 
 
+@pytest.mark.slow
 def test_modern_resolves_for_every_task_family_and_preset():
     """The whole grid, config resolution only (lra.config.load validates each config)."""
     import attention

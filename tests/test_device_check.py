@@ -6,6 +6,8 @@ import sys
 import tarfile
 import time
 
+import pytest
+
 from lra.bench import device_check
 
 TINY_BENCH = ["--bench-set", "model.num_layers=1", "--bench-set", "model.emb_dim=32", "--bench-set",
@@ -20,6 +22,7 @@ def _summary(results_dir):
     return json.loads(path.read_text())
 
 
+@pytest.mark.slow
 def test_every_phase_in_order_at_toy_sizes(tmp_path):
     results_dir = tmp_path / "results"
     code = device_check.main(["--results-dir", str(results_dir), "--bundle", str(tmp_path / "w.tgz"),
@@ -58,6 +61,7 @@ def test_every_phase_in_order_at_toy_sizes(tmp_path):
     assert "results/kernels__causal_scan.json" in names and "results/data__listops.json" in names
 
 
+@pytest.mark.slow
 def test_a_phase_past_its_box_is_cut_and_the_next_still_runs(tmp_path):
     results_dir = tmp_path / "results"
     start = time.perf_counter()

@@ -67,6 +67,7 @@ def make_block(**opts):
     return Block(attn, m, rngs=nnx.Rngs(1))
 
 
+@pytest.mark.slow
 def test_post_norm_normalises_after_the_residual():
     x, mask = padded(2, pad_value=0.0)
     block = make_block(prenorm=False)

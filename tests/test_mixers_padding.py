@@ -32,6 +32,7 @@ def make(case, causal=False):
 
 
 @pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.slow
 def test_large_pads_change_nothing_and_a_naive_reverse_reads_them(case):
     """Bidirectional (the causal direction alone cannot read pads: they follow every real token;
     tests/test_attention_contract.py checks causal padding for every family)."""

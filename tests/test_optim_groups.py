@@ -53,6 +53,7 @@ def _one_update(train, grad_value):
         {"/".join(map(str, k)): np.asarray(v) for k, v in nnx.to_flat_state(params)}
 
 
+@pytest.mark.slow
 def test_ssm_group_has_its_own_lr_and_no_weight_decay():
     train = TrainConfig(lr=1e-2, ssm_lr=1e-4, weight_decay=0.5, schedule="constant", warmup_steps=1)
     updates, params = _one_update(train, 0.0)
@@ -73,6 +74,7 @@ def test_negative_ssm_lr_is_a_clear_error():
         optimizer(TrainConfig(ssm_lr=-1.0))
 
 
+@pytest.mark.slow
 def test_the_trainer_step_applies_the_groups(tmp_path):
     cfg = config_lib.load("listops", "s5", preset="tiny", overrides={
         "data.train_size": 32, "data.val_size": 8, "data.test_size": 8, "train.ssm_lr": 1e-5,

@@ -49,6 +49,7 @@ def test_the_family_is_not_in_this_tree():
     assert NAME not in attention.available()  # else this test would not exercise the entry point
 
 
+@pytest.mark.slow
 def test_installed_family_trains_one_step_through_the_trainer(plugin_env, tmp_path):
     cmd = [sys.executable, "-m", "lra.run", "--task", "listops", "--attn", NAME, "--preset", "tiny",
            "--data-dir", str(tmp_path / "data"), "--workdir", str(tmp_path / "work"),
@@ -63,6 +64,7 @@ def test_installed_family_trains_one_step_through_the_trainer(plugin_env, tmp_pa
     assert record["attention"] == NAME and record["metrics"]["steps"] == 1
 
 
+@pytest.mark.slow
 def test_readme_family_passes_the_tests_readme_names(plugin_env):
     """README: `python -m pytest tests/test_attention_contract.py -k relu_linear` checks it; its
     memory claim is checked too, and installing it leaves README's table (this tree's) valid."""

@@ -83,6 +83,7 @@ def brightest_blobs(image: np.ndarray, k: int = 2) -> list[tuple[int, int]]:
 # The renderer
 
 
+@pytest.mark.slow
 def test_labels_are_balanced(drawings):
     labels = [d.label for d in drawings]
     assert set(labels) <= {0, 1}
@@ -421,10 +422,12 @@ def one_step(task_name: str, attn: str, data_dir: Path, **data_options) -> None:
     assert all(jax.tree.leaves(moved)), "some parameters did not move"
 
 
+@pytest.mark.slow
 def test_one_training_step_pathfinder(generated, tmp_path):
     official_copy(generated, tmp_path)  # (batches of 8: our folder would want batches of 1000)
     one_step("pathfinder", "softmax", tmp_path, num_images=N_GENERATED)
 
 
+@pytest.mark.slow
 def test_one_training_step_pathx(pathx_dir):
     one_step("pathx", "linear", pathx_dir, num_images=10, difficulty="easy")

@@ -215,6 +215,7 @@ def test_unsafe_members_are_refused_and_nothing_is_written(server, tmp_path, bad
     assert not [p for p in tmp_path.rglob("*") if "evil" in p.name or p.name in ("passwd", "hard")]
 
 
+@pytest.mark.slow
 def test_no_network_fails_within_seconds(tmp_path):
     with socket.socket() as silent:  # accepts connections, never answers
         silent.bind(("127.0.0.1", 0))

@@ -18,6 +18,8 @@ import json
 import os
 from pathlib import Path
 
+import pytest
+
 import attention
 import tasks
 from lra import config as C
@@ -49,6 +51,7 @@ def resolved_table() -> dict[str, dict]:
     return table
 
 
+@pytest.mark.slow
 def test_resolved_configs_are_pinned():
     table = resolved_table()
     if os.environ.get("LRA_UPDATE_RESOLVED"):
@@ -69,6 +72,7 @@ def test_resolved_configs_are_pinned():
                        + "\n".join(moved[:40]))
 
 
+@pytest.mark.slow
 def test_the_preset_is_applied_after_the_family():
     """Under the LRA protocol every key a preset sets is what the run gets, whatever the family's
     delta says (lra.config: defaults < BASE < ATTENTION < PRESETS < --set)."""

@@ -140,6 +140,7 @@ def test_missing_files_say_how_to_get_them_at_once(tmp_path):
     assert str(tmp_path / "lra_release" / "lra_release" / "tsv_data") in message
 
 
+@pytest.mark.slow
 def test_tiny_preset_trains_one_step_with_two_towers(tmp_path):
     rng = np.random.default_rng(0)
     rows = [(b"%d" % (i % 2), b"a", b"b", bytes(rng.integers(32, 127, 90, dtype=np.uint8)),

@@ -82,6 +82,7 @@ def test_readme_task_meets_the_contract(example_dirs, tmp_path):
             np.testing.assert_array_equal(task.source(split)[i]["inputs"], ex["inputs"])
 
 
+@pytest.mark.slow
 def test_readme_task_trains_through_the_trainer(example_dirs, tmp_path):
     tasks_dir, configs_dir = example_dirs
     results = tmp_path / "results"

@@ -157,6 +157,7 @@ def _setup(cfg, task):
 
 
 @pytest.mark.parametrize("name, dataset", [("text", "imdb_reviews"), ("image", "cifar10")])
+@pytest.mark.slow
 def test_tiny_preset_trains_one_step_on_mock_data(tmp_path, name, dataset):
     cfg = config_lib.load(name, "softmax", preset="tiny",
                           overrides={"train.schedule": "constant", "train.lr": 1e-3})
@@ -177,6 +178,7 @@ def test_tiny_preset_trains_one_step_on_mock_data(tmp_path, name, dataset):
 # Missing data: a fast failure that says how to get it
 
 
+@pytest.mark.slow
 def test_reachable_is_quick_either_way(silent_url):
     import http.server
     import threading
@@ -247,6 +249,7 @@ def test_source_before_prepare_says_to_prepare(tmp_path):
         tasks.build("image", tmp_path).source("train")
 
 
+@pytest.mark.slow
 def test_run_and_prepare_commands_fail_fast_without_data(tmp_path, monkeypatch, capsys,
                                                          never_download, silent_url):
     from lra import data, run
