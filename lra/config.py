@@ -216,6 +216,21 @@ def _apply(cfg: dict[str, Any], key: str, value: Any, *, attn_options: dict[str,
     sections[section][name] = _parse_value(value, like, key) if from_text else value
 
 
+def layers(module: Any, attention_name: str, preset: str, protocol: str) -> list[dict[str, Any]]:
+    """The config layers of one run, lowest first (the module docstring's order), from the task's
+    ``configs/<task>.py`` ``module``; no JAX needed (the leaderboard resolves presets with it)."""
+    delta = getattr(module, "ATTENTION", {}).get(attention_name, {})
+    if protocol == "lra":
+        return [module.BASE, delta, module.PRESETS.get(preset, {})]
+    modern = getattr(module, "MODERN", None)
+    if modern is None:
+        raise ConfigError(f"{module.__name__} defines no MODERN recipes: --protocol modern is not "
+                          f"available for this task")
+    scale = {k: v for k, v in module.PRESETS.get(preset, {}).items()
+             if k in SCALE_KEYS or k.startswith("data.")}
+    return [module.BASE, delta, modern.get("*", {}), modern.get(attention_name, {}), scale]
+
+
 def load(task: str, attention_name: str, *, preset: str = "paper", seed: int = 0,
          overrides: list[str] | dict[str, Any] | None = None, protocol: str = "lra") -> Config:
     """Resolve the configuration of one (task, attention, preset, protocol) run (the order of the
@@ -234,16 +249,7 @@ def load(task: str, attention_name: str, *, preset: str = "paper", seed: int = 0
         "model": dataclasses.asdict(ModelConfig()), "train": dataclasses.asdict(TrainConfig()),
         "data": {}, "attn": {},
     }
-    if protocol == "lra":
-        layers = [module.BASE, getattr(module, "ATTENTION", {}).get(attention_name, {}),
-                  module.PRESETS.get(preset, {})]
-    else:
-        modern = module.MODERN
-        scale = {k: v for k, v in module.PRESETS.get(preset, {}).items()
-                 if k in SCALE_KEYS or k.startswith("data.")}
-        layers = [module.BASE, getattr(module, "ATTENTION", {}).get(attention_name, {}),
-                  modern["*"], modern.get(attention_name, {}), scale]
-    for layer in layers:
+    for layer in layers(module, attention_name, preset, protocol):
         for key, value in layer.items():
             _apply(cfg, key, value, attn_options=attn_options, data_options=data_options,
                    from_text=False)

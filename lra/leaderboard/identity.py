@@ -3,8 +3,9 @@
 A cell holds only runs whose resolved config is the preset's resolved config (seed and the keys
 that change no number aside, ``NON_SEMANTIC``). ``preset_config`` resolves the preset the way
 ``lra.config.load`` does (dataclass defaults < ``configs/<task>.py`` layers, in the protocol's order),
-from the config files alone: ``load`` itself imports every attention family (and so JAX) to check
-``attn.*`` keys, which the leaderboard must not. The one rule that needs a family's options (CLS
+from the config files alone, through ``lra.config.layers`` (the same layer order ``load`` applies):
+``load`` itself imports every attention family (and so JAX) to check ``attn.*`` keys, which the
+leaderboard must not. The one rule that needs a family's options (CLS
 pooling sets ``attn.global_tokens = 1`` where the family has that option and no layer set it) is
 checked from the record: there, 1 or absent is the preset's value. ``tests/test_leaderboard_cells``
 checks this resolution against ``lra.config.load`` for every task, family, preset and protocol.
@@ -26,20 +27,12 @@ NON_SEMANTIC = ("seed", "train.log_every", "train.checkpoint_every", "train.chan
 
 
 def _layers(task: str, attention: str, preset: str, protocol: str) -> list[dict[str, Any]] | None:
-    """The config layers of ``lra.config.load`` in order; None where ``configs/<task>.py`` is missing."""
+    """``lra.config.layers`` of the run; None where ``configs/<task>.py`` (or its MODERN) is missing."""
     try:
         module = importlib.import_module(f"configs.{task}")
-    except ImportError:
+        return lra_config.layers(module, attention, preset, protocol)
+    except (ImportError, lra_config.ConfigError):
         return None
-    delta = getattr(module, "ATTENTION", {}).get(attention, {})
-    if protocol == "lra":
-        return [module.BASE, delta, module.PRESETS.get(preset, {})]
-    modern = getattr(module, "MODERN", None)
-    if modern is None:
-        return None
-    scale = {k: v for k, v in module.PRESETS.get(preset, {}).items()
-             if k in lra_config.SCALE_KEYS or k.startswith("data.")}
-    return [module.BASE, delta, modern.get("*", {}), modern.get(attention, {}), scale]
 
 
 def preset_config(task: str, attention: str, preset: str, protocol: str) -> dict[str, Any] | None:
