@@ -211,3 +211,20 @@ def test_sigint_and_sigusr2_in_training_exit_75(reference, data, tmp_path, signa
                              env=cli_env(1, LRA_TEST_SIGNAL_AT=f"train:{signame}"))
     assert stopped.returncode == 75, stopped.stderr[-3000:]
     assert f"{signame}: checkpoint saved at step 1" in stopped.stderr
+
+
+def test_data_prepare_and_reproduce_name_a_path_that_is_a_file(tmp_path, capsys):
+    """Fails on main: lra.data prepare generated for minutes and then failed "Not a directory";
+    lra.reproduce reported "no result yet" for a --results-dir that is a file."""
+    from lra import data as data_cli
+    from lra import reproduce
+
+    path = tmp_path / "a-file"
+    path.write_text("x")
+    assert data_cli.main(["prepare", "--task", "listops", "--data-dir", str(path / "sub")]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--data-dir" in err and "is a file" in err
+    assert reproduce.main(["lra/softmax/listops", "--preset", "tiny", "--seeds", "0",
+                           "--results-dir", str(path), "--no-run"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--results-dir" in err and "a-file is a file" in err
