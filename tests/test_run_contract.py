@@ -228,3 +228,20 @@ def test_data_prepare_and_reproduce_name_a_path_that_is_a_file(tmp_path, capsys)
                            "--results-dir", str(path), "--no-run"]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--results-dir" in err and "a-file is a file" in err
+
+
+def test_a_rerun_from_another_working_directory_finds_the_same_result(data, tmp_path, monkeypatch):
+    """Fails on main: result.json named its result file relative to the first run's working
+    directory, so the re-run from elsewhere wrote a second file under a folder never named."""
+    first, second = tmp_path / "a", tmp_path / "b"
+    first.mkdir()
+    second.mkdir()
+    monkeypatch.chdir(first)
+    code, _, err = _run(*_args(data, Path("w"), Path("res")))
+    assert code == 0, err[-3000:]
+    named = json.loads((first / "w" / "result.json").read_text())["result_file"]
+    assert Path(named).is_absolute() and Path(named).is_file()
+    monkeypatch.chdir(second)
+    code, out, _ = _run(*_args(data, first / "w", first / "res"))
+    assert code == 0 and f"result: {named}" in out
+    assert not any(second.rglob("*.json")) and len(list((first / "res" / "runs").iterdir())) == 1
