@@ -179,8 +179,8 @@ def config_overrides(config, pairs: list[str] | tuple[str, ...] = ()) -> dict[st
         plain = flatten(_plain(preset.to_dict()))
         keys |= {k for k in plain.keys() | resolved.keys()
                  if plain.get(k, "<absent>") != resolved.get(k, "<absent>")}
-    except ValueError:  # the preset alone does not resolve (an override made it valid)
-        pass
+    except Exception:  # the preset alone does not resolve (an override made it valid, or a task
+        pass  # registered in code only): the --set keys are all that is known
     # A key the override names that is not a leaf (a whole dict) or absent resolves to what holds.
     return {k: resolved.get(k) for k in sorted(keys)}
 
