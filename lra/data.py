@@ -23,6 +23,7 @@ from pathlib import Path
 
 import tasks
 from lra import config as config_lib
+from lra import workdir as workdir_lib
 from tasks import default_data_dir
 
 __all__ = ["default_data_dir", "main"]
@@ -115,6 +116,7 @@ GENERATORS: dict[str, tuple[str, Callable[[argparse.ArgumentParser], None],
 def _prepare(args: argparse.Namespace) -> None:
     data_dir = args.data_dir if args.data_dir is not None else default_data_dir()
     tasks.family(args.task)  # unknown task -> its error before anything else
+    workdir_lib.not_a_file(data_dir, "--data-dir")  # before minutes of generating, not after
     options = config_lib.parse_options(args.set, tasks.data_options(args.task),
                                        f"task {args.task!r} data")
     try:

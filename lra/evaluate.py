@@ -18,7 +18,9 @@ file name, or null). Such a file is an evaluation of a seed, never a seed of its
 and ``lra.sweep``'s skip check leave it out.
 
 Exit status: 0 done, 1 the checkpoint cannot be used (none, damaged, written by another code version
-or for data that cannot be rebuilt), 2 bad command line. Every failure is one line on stderr.
+or for data that cannot be rebuilt, trained on other data than the data present: its data
+fingerprint, unless ``--allow-other-data``), or a path of the wrong kind, 2 bad command line.
+Every failure is one line on stderr.
 """
 
 from __future__ import annotations
@@ -56,6 +58,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--write-result", action="store_true",
                    help="write a result file marked evaluation_of under <results-dir>/runs/")
     p.add_argument("--results-dir", type=Path, default=Path("results"))
+    p.add_argument("--allow-other-data", action="store_true",
+                   help="evaluate although the data now present differs from the data the "
+                        "checkpoint was trained on (its data fingerprint; the result file then "
+                        "records both)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     return p
 
@@ -92,8 +98,12 @@ def _config(saved: Any, where: Path):
 
 def evaluate(workdir: Path, *, checkpoint: str = "last", split: str = "test",
              batch_size: int | None = None, data_dir: Path | None = None,
-             progress: bool = True) -> dict[str, Any]:
+             progress: bool = True, allow_other_data: bool = False) -> dict[str, Any]:
     """Restore ``workdir``'s newest verified ``checkpoint`` and evaluate ``split``.
+
+    The data evaluated must be the data the checkpoint was trained on (its stored fingerprint,
+    ``lra.data_fingerprint``; a checkpoint written before fingerprints existed is not checked),
+    unless ``allow_other_data``.
 
     Returns {accuracy, loss, examples, step, checkpoint, split, batch_size, config (a dict)}.
     Raises ``EvaluateError`` with a one-line message for anything that makes the checkpoint unusable.
@@ -103,6 +113,10 @@ def evaluate(workdir: Path, *, checkpoint: str = "last", split: str = "test",
     if split not in SPLITS:
         raise EvaluateError(f"unknown split {split!r}; choose from {', '.join(SPLITS)}")
     workdir = Path(workdir)
+    if workdir.exists() and not workdir.is_dir():
+        raise EvaluateError(f"--workdir {workdir}: is a file, not a work directory")
+    if data_dir is not None and Path(data_dir).exists() and not Path(data_dir).is_dir():
+        raise EvaluateError(f"--data-dir {data_dir}: is a file, not a folder")
     if not (workdir / "checkpoints" / checkpoint).is_dir():
         raise EvaluateError(f"no {checkpoint!r} checkpoint in {workdir} "
                             f"({workdir / 'checkpoints' / checkpoint} does not exist)")
@@ -111,7 +125,7 @@ def evaluate(workdir: Path, *, checkpoint: str = "last", split: str = "test",
     from tqdm.auto import tqdm
 
     import tasks
-    from lra import sharding
+    from lra import data_fingerprint, sharding
     from lra.checkpoint import CheckpointError, Checkpoints
     from lra.data import default_data_dir
     from lra.data_pipeline import eval_batches
@@ -121,12 +135,19 @@ def evaluate(workdir: Path, *, checkpoint: str = "last", split: str = "test",
     try:
         step = _pick_step(ckpt, checkpoint)
         where = ckpt.root / checkpoint / str(step)
-        cfg = _config(ckpt.restore_meta(checkpoint, step).get("config"), where)
-        task = tasks.build(cfg.task, Path(data_dir or default_data_dir()), **cfg.data)
+        meta = ckpt.restore_meta(checkpoint, step)
+        cfg = _config(meta.get("config"), where)
+        data_dir = Path(data_dir or default_data_dir())
+        task = tasks.build(cfg.task, data_dir, **cfg.data)
         try:
             task.prepare()
         except tasks.DataError as err:
             raise EvaluateError(f"data of {cfg.task}: {' '.join(str(err).split())}") from None
+        fingerprint = data_fingerprint.fingerprint(task.provenance(), data_dir)
+        differ = data_fingerprint.difference(meta.get("data_fingerprint"), fingerprint)
+        if differ and not allow_other_data:
+            raise EvaluateError(f"{where} was trained on other data than the data in {data_dir} "
+                                f"({differ}); --allow-other-data evaluates it anyway")
         source = task.source(split)
         if len(source) == 0:
             raise EvaluateError(f"the {split} split of {cfg.task} is empty")
@@ -168,7 +189,9 @@ def evaluate(workdir: Path, *, checkpoint: str = "last", split: str = "test",
     n = max(sums["count"], 1.0)
     return {"accuracy": sums["correct"] / n, "loss": sums["loss"] / n,
             "examples": int(sums["count"]), "step": step, "checkpoint": checkpoint, "split": split,
-            "batch_size": batch, "config": cfg.to_dict()}
+            "batch_size": batch, "config": cfg.to_dict(),
+            "data_fingerprint": fingerprint, "trained_on": meta.get("data_fingerprint"),
+            "other_data": bool(differ)}
 
 
 def training_run_file(workdir: Path) -> str | None:
@@ -194,6 +217,9 @@ def write_result(out: dict[str, Any], workdir: Path, results_dir: Path) -> Path:
         "evaluation_of": {"workdir": str(workdir), "checkpoint": out["checkpoint"],
                           "step": out["step"], "run_file": training_run_file(workdir)},
         "split": out["split"],
+        "data": {"fingerprint": out.get("data_fingerprint"),
+                 "trained_on_fingerprint": out.get("trained_on"),
+                 "other_data": out.get("other_data", False)},
         "metrics": {"accuracy": out["accuracy"], "loss": out["loss"], "examples": out["examples"],
                     "batch_size": out["batch_size"]},
         "device": results.device_info(), "versions": results.versions(),
@@ -219,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         out = evaluate(args.workdir, checkpoint=args.checkpoint, split=args.split,
                        batch_size=args.batch_size, data_dir=args.data_dir,
-                       progress=not args.no_progress)
+                       progress=not args.no_progress, allow_other_data=args.allow_other_data)
         path = write_result(out, args.workdir, args.results_dir) if args.write_result else None
     except EvaluateError as err:
         print(f"error: {err}", file=sys.stderr)

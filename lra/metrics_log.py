@@ -32,6 +32,7 @@ import json
 import math
 import os
 import struct
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -118,12 +119,13 @@ def _kept(record: dict[str, Any], step: int) -> bool:
     return record["step"] <= step and record["split"] not in AFTER_LAST_CHECKPOINT
 
 
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
+def read_jsonl(path: Path, dropped: list[int] | None = None) -> list[dict[str, Any]]:
     """The records of a metrics.jsonl; a last line cut short (a kill mid-write) is left out.
 
-    Raises ValueError naming the file and line for a malformed line anywhere else.
+    Raises ValueError naming the file and line for a malformed line anywhere else, unless
+    ``dropped`` is a list: then such lines are skipped and their numbers appended to it.
     """
-    lines = Path(path).read_text().split("\n")
+    lines = Path(path).read_text(errors="replace").split("\n")
     records = []
     for number, line in enumerate(lines, 1):
         if not line.strip():
@@ -131,10 +133,14 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
         try:
             record = json.loads(line)
             record["step"], record["split"]
-        except (json.JSONDecodeError, KeyError, TypeError) as err:
+            int(record["step"])
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as err:
             if number == len(lines):  # no newline after it: a torn write
                 break
-            raise ValueError(f"{path}:{number}: not a metrics record ({err})") from None
+            if dropped is None:
+                raise ValueError(f"{path}:{number}: not a metrics record ({err})") from None
+            dropped.append(number)
+            continue
         records.append(record)
     return records
 
@@ -158,27 +164,62 @@ def truncate_jsonl(path: Path, step: int) -> list[dict[str, Any]]:
     if step == 0:
         path.unlink()
         return []
-    kept = [r for r in read_jsonl(path) if _kept(r, step)]
+    dropped: list[int] = []
+    kept = [r for r in read_jsonl(path, dropped) if _kept(r, step)]
+    if dropped:
+        shown = ", ".join(map(str, dropped[:10])) + (", ..." if len(dropped) > 10 else "")
+        print(f"warning: {path}: {len(dropped)} damaged line(s) dropped (line {shown}); the "
+              f"{len(kept)} good records up to step {step} are kept", file=sys.stderr)
     _replace_atomically(path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in kept).encode())
     return kept
 
 
-def event_records(path: Path) -> Iterator[tuple[bytes, bytes]]:
-    """(framed record, payload) for each whole record of a TFRecord file, stopping at a torn one."""
+def event_records(path: Path, damage: list[str] | None = None) -> Iterator[tuple[bytes, bytes]]:
+    """(framed record, payload) for each whole record of a TFRecord file.
+
+    A record is framed as length (8 bytes), the length's CRC, payload, the payload's CRC. A record
+    whose payload CRC fails under a good length is dropped and reading goes on after it; where the
+    length itself is damaged, reading resumes at the next offset where a whole record verifies.
+    A torn last record (a kill mid-write) ends the file. Each drop is described in ``damage``.
+    """
     from tensorboardX.record_writer import masked_crc32c
 
     data = Path(path).read_bytes()
+
+    def framed(pos: int) -> tuple[int, bool] | None:
+        """(end, payload ok) of a record at ``pos`` whose length verifies, else None."""
+        if pos + 12 > len(data):
+            return None
+        header = data[pos:pos + 8]
+        if struct.unpack("<I", data[pos + 8:pos + 12])[0] != masked_crc32c(header):
+            return None
+        end = pos + 12 + struct.unpack("<Q", header)[0] + 4
+        if end > len(data):
+            return None
+        ok = struct.unpack("<I", data[end - 4:end])[0] == masked_crc32c(data[pos + 12:end - 4])
+        return end, ok
+
     pos = 0
     while pos + 12 <= len(data):
-        header = data[pos:pos + 8]
-        (length,) = struct.unpack("<Q", header)
-        end = pos + 12 + length + 4
-        if end > len(data) or struct.unpack("<I", data[pos + 8:pos + 12])[0] != masked_crc32c(header):
-            return
-        payload = data[pos + 12:pos + 12 + length]
-        if struct.unpack("<I", data[end - 4:end])[0] != masked_crc32c(payload):
-            return
-        yield data[pos:end], payload
+        found = framed(pos)
+        if found is None:
+            start = pos
+            pos += 1
+            while pos + 12 <= len(data) and not (framed(pos) or (0, False))[1]:
+                pos += 1
+            if pos + 12 > len(data):
+                if damage is not None:
+                    damage.append(f"{len(data) - start} bytes from offset {start} unreadable "
+                                  f"(a torn or damaged record; nothing after it verifies)")
+                return
+            if damage is not None:
+                damage.append(f"{pos - start} damaged bytes at offset {start} skipped")
+            continue
+        end, ok = found
+        if ok:
+            yield data[pos:end], data[pos + 12:end - 4]
+        elif damage is not None:
+            damage.append(f"the record at offset {pos} ({end - pos} bytes) fails its CRC")
         pos = end
 
 
@@ -194,11 +235,21 @@ def truncate_events(events_dir: Path, step: int) -> None:
         if step == 0:
             path.unlink()
             continue
-        kept = []
-        for raw, payload in event_records(path):
-            event = Event.FromString(payload)
+        kept, damage = [], []
+        for raw, payload in event_records(path, damage):
+            try:
+                event = Event.FromString(payload)
+            except Exception:  # a payload that verifies but does not parse (another writer)
+                damage.append(f"a record of {len(payload)} bytes is not an event")
+                continue
             if not event.HasField("summary") or event.step <= step:
                 kept.append(raw)
+        # A torn last record is what a kill leaves: expected, said only when something else is.
+        torn_only = len(damage) == 1 and "nothing after it verifies" in damage[0]
+        if damage and not torn_only:
+            print(f"warning: {path}: {len(damage)} damaged part(s) dropped ({'; '.join(damage)});"
+                  f" {len(kept)} records up to step {step} are kept, those after the damage "
+                  f"included", file=sys.stderr)
         _replace_atomically(path, b"".join(kept))
 
 

@@ -272,10 +272,15 @@ def main(argv: list[str] | None = None) -> int:
     from lra import sweep
 
     try:
+        sweep.check_paths(args)  # a file given as --results-dir: one line, not "no result yet"
+    except sweep.SweepPathError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    try:
         if args.row is None:
             raise UnknownRowError("name a row (e.g. lra/softmax/listops), or --list")
         row = find(args.row)
-        seeds = sweep.parse_seeds(args.seeds)
+        seeds = sweep.parse_seeds(args.seeds, sweep.MAX_CELLS)
         overrides = [*row.overrides, *args.overrides]
         configs = {s: json.loads(json.dumps(config_lib.load(
             row.task, row.family, preset=args.preset, seed=s, overrides=overrides,

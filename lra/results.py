@@ -3,7 +3,15 @@
 A record holds what DESIGN.md lists: task, attention, preset, seed, the full resolved config, the
 metrics, the device, package versions, the git commit and the date, plus the evaluation history
 (step, validation accuracy and loss at each evaluation) that the leaderboard's learning curves draw.
-``lra.leaderboard`` reads only these files.
+``lra.leaderboard`` reads only these files. ``build_record`` makes every record ``lra.run`` writes.
+
+Format version 2 (``"format_version": 2``; a file without the field is version 1) adds:
+
+* ``overrides``: {dotted config key: resolved value} for every key given with ``--set`` and every
+  other key where the resolved config differs from the one of its (task, attention, preset,
+  protocol) alone, seed aside; ``{}`` for a run of the preset as it is. A leaderboard cell holds
+  only runs whose ``overrides`` is empty.
+* ``data.fingerprint``: the data the run read (``lra.data_fingerprint``).
 """
 
 from __future__ import annotations
@@ -19,7 +27,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-import jax
+FORMAT_VERSION = 2
 
 PACKAGES = ("jax", "jaxlib", "flax", "optax", "orbax-checkpoint", "grain", "numpy", "lra")
 
@@ -67,6 +75,8 @@ def host_info() -> dict[str, Any]:
 
 
 def device_info() -> dict[str, Any]:
+    import jax
+
     devices = jax.devices()
     return {"platform": devices[0].platform, "kind": devices[0].device_kind,
             "count": len(devices), "process_count": jax.process_count(), "host": host_info()}
@@ -74,6 +84,8 @@ def device_info() -> dict[str, Any]:
 
 def peak_memory_bytes() -> dict[str, Any]:
     """Accelerator peak bytes in use where the runtime reports it, else the process's peak RSS."""
+    import jax
+
     stats = jax.local_devices()[0].memory_stats()
     if stats and "peak_bytes_in_use" in stats:
         return {"bytes": int(stats["peak_bytes_in_use"]), "source": "device peak_bytes_in_use"}
@@ -146,6 +158,78 @@ def eval_history(curve: list[list[float]]) -> dict[str, list]:
     return {"step": [int(s) for s, _, _ in curve],
             "val_accuracy": [round(float(a), 6) for _, a, _ in curve],
             "val_loss": [round(float(v), 5) for _, _, v in curve]}
+
+
+def _plain(value: Any) -> Any:
+    return json.loads(json.dumps(value))  # as a result file holds it (lists, not tuples)
+
+
+def config_overrides(config, pairs: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:
+    """{dotted key: resolved value} of the keys ``pairs`` (``--set KEY=VALUE``) set, and of every
+    key where ``config`` differs from ``lra.config.load`` of its task, attention, preset, protocol
+    and seed with no overrides (a config built in code). ``{}`` for a preset run."""
+    from lra import config as config_lib
+    from lra.config import flatten
+
+    resolved = flatten(_plain(config.to_dict()))
+    keys = {key for key, _ in config_lib.parse_overrides(list(pairs))}
+    try:
+        preset = config_lib.load(config.task, config.attention, preset=config.preset,
+                                 seed=config.seed, protocol=config.protocol)
+        plain = flatten(_plain(preset.to_dict()))
+        keys |= {k for k in plain.keys() | resolved.keys()
+                 if plain.get(k, "<absent>") != resolved.get(k, "<absent>")}
+    except Exception:  # the preset alone does not resolve (an override made it valid, or a task
+        pass  # registered in code only): the --set keys are all that is known
+    # A key the override names that is not a leaf (a whole dict) or absent resolves to what holds.
+    return {k: resolved.get(k) for k in sorted(keys)}
+
+
+def build_record(config, *, overrides: list[str] | tuple[str, ...] = (), task_facts: dict,
+                 history, provenance, fingerprint: dict[str, Any], examples: dict[str, int],
+                 test_last: dict[str, Any], steps: int, num_params: int, params_sha256: str,
+                 batch_stats_sha256: str, fusions: dict[str, Any], git: dict[str, Any],
+                 status: str) -> dict[str, Any]:
+    """The result record of a finished run (format version ``FORMAT_VERSION``).
+
+    ``history``: ``lra.train.History``; ``provenance``: ``tasks.Provenance``; ``fingerprint``:
+    ``lra.data_fingerprint.fingerprint``; ``test_last``: the last step's test evaluation
+    {accuracy, loss, examples}; ``overrides``: the ``--set`` pairs (``config_overrides``)."""
+    return {
+        "format_version": FORMAT_VERSION,
+        "task": config.task, "attention": config.attention, "preset": config.preset,
+        "protocol": config.protocol, "seed": config.seed, "config": config.to_dict(),
+        "overrides": config_overrides(config, overrides),
+        "task_facts": task_facts,
+        "eval_history": eval_history(history.val_curve),
+        "data": {**provenance.to_dict(), "fingerprint": fingerprint,
+                 "examples": dict(examples),
+                 "evaluated": {"val": history.last_val.get("examples", 0),
+                               "test_at_best_val": history.test_at_best.get("examples", 0),
+                               "test_at_last": test_last["examples"]}},
+        "metrics": {
+            "best_val_accuracy": history.best_val_accuracy,
+            "best_val_step": history.best_step,
+            "test_accuracy_at_best_val": history.test_at_best.get("accuracy"),
+            "test_accuracy_at_last": test_last["accuracy"],
+            "final_val_accuracy": history.last_val.get("accuracy"),
+            "final_train_loss": history.last_train.get("loss"),
+            "steps": steps,
+            "wall_time_s": round(history.wall_time_s, 3),
+            "steps_per_s": (round(history.timed_steps / history.train_time_s, 4)
+                            if history.train_time_s > 0 else None),
+            "peak_memory": peak_memory_bytes(),
+            "num_params": num_params,
+            "params_sha256": params_sha256,
+            "batch_stats_sha256": batch_stats_sha256,
+        },
+        "device": device_info(),
+        "xla_cpu_fusions": fusions,
+        "versions": versions(),
+        "git": git,
+        "date": now(),
+        "status": status,
+    }
 
 
 def now() -> str:

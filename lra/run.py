@@ -1,11 +1,17 @@
 """Train and evaluate one (task, attention) pair: ``python -m lra.run --task listops --attn cosformer``.
 
-Parse flags -> resolve the config -> ``lra.train.train_and_evaluate``. Exit status: 0 done (or the
-work directory's run had already completed, or SIGTERM stopped it: with a checkpoint saved, or
-before step 1 with nothing to save), 1 training failed (non-finite loss, data error, unusable
-checkpoint, disk full, permission denied, a path that is a file, ...), 2 bad command line or
-configuration (or the work directory is in use by another run), 130 interrupted by SIGINT (Ctrl-C; a
-checkpoint is saved first). Every failure is one line on stderr.
+Parse flags -> resolve the config -> ``lra.train.train_and_evaluate``. Exit status:
+
+* 0: the run finished and its result file exists (or the work directory's run had completed).
+* 1: the run failed: non-finite loss, data error, unusable checkpoint, a checkpoint of other data
+  (``--force`` starts over), disk full, permission denied, a path that is a file, ...
+* 2: bad command line or configuration, a checkpoint of another configuration, or the work
+  directory is in use by another run.
+* 75 (EX_TEMPFAIL): stopped early by SIGTERM, SIGINT or SIGUSR2 with the work directory resumable
+  (a checkpoint saved, or nothing trained yet); the same command goes on.
+* 130: interrupted by a repeated Ctrl-C (the checkpoints already written are kept).
+
+Every failure is one line on stderr.
 """
 
 from __future__ import annotations
@@ -89,6 +95,16 @@ def workdir_name(cfg: config_lib.Config) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from lra import stop_signals
+
+    # Before the heavy imports: from here a stop signal only sets a flag (``lra.stop_signals``).
+    with stop_signals.handling():
+        return _main(argv)
+
+
+def _main(argv: list[str] | None) -> int:
+    from lra import stop_signals
+
     args = parser().parse_args(argv)
     try:
         cfg = resolve_config(args)
@@ -111,6 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     from lra.checkpoint import CheckpointError, ConfigMismatchError  # heavy imports after parsing
+    from lra.data_fingerprint import DataMismatchError
     from lra.train import NonFiniteError, train_and_evaluate
     from lra.workdir import WorkdirLockedError
 
@@ -119,8 +136,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         record = train_and_evaluate(cfg, workdir, data_dir=data_dir, results_dir=args.results_dir,
                                     progress=not args.no_progress, force=args.force,
-                                    xla_cpu_fusions=args.xla_cpu_fusions)
-    except (tasks.DataError, NonFiniteError, CheckpointError) as err:
+                                    xla_cpu_fusions=args.xla_cpu_fusions,
+                                    overrides=args.overrides)
+    except (tasks.DataError, NonFiniteError, CheckpointError, DataMismatchError) as err:
         print(f"error: {one_line(err)}", file=sys.stderr)
         return 1
     except (ConfigMismatchError, WorkdirLockedError) as err:
@@ -134,16 +152,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {os_error_message(err, workdir)}", file=sys.stderr)
         return 1
     except Exception as err:  # jax.errors.JaxRuntimeError is a RuntimeError; orbax wraps OSErrors
+        # Disk full first: tensorstore reports it as RESOURCE_EXHAUSTED, which is not memory.
+        if disk_full(err):
+            print(f"error: disk full while saving checkpoint to {workdir / 'checkpoints'} "
+                  f"({disk_full(err)}); the last verified checkpoint is kept, re-run the same "
+                  f"command to resume once there is space", file=sys.stderr)
+            return 1
         if "RESOURCE_EXHAUSTED" in str(err):
             print(out_of_memory_message(err, cfg, workdir), file=sys.stderr)
             return 1
-        if os.strerror(errno.ENOSPC) in str(err) or os.strerror(errno.EDQUOT) in str(err):
-            print(f"error: {os_error_message(OSError(errno.ENOSPC, one_line(err)), workdir)}",
-                  file=sys.stderr)
-            return 1
         raise
     if record.get("status") == "preempted":
-        return 130 if record.get("signal") == "SIGINT" else 0
+        return stop_signals.EXIT_RESUMABLE
     m = record["metrics"]
     if record.get("status") == "existing":
         print(f"existing result (nothing trained or written): {record.get('result_file', '-')}")
@@ -157,6 +177,31 @@ def main(argv: list[str] | None = None) -> int:
     if "result_file" in record:
         print(f"result: {record['result_file']}")
     return 0
+
+
+_FULL = {errno.ENOSPC: "no space left on device", errno.EDQUOT: "disk quota exceeded",
+         errno.EFBIG: "file too large"}
+
+
+def disk_full(err: BaseException) -> str:
+    """What filled up ("" if nothing did), from the exception chain (``__cause__``,
+    ``__context__``, an ``ExceptionGroup``'s members) or the messages: orbax and tensorstore
+    wrap the OSError, sometimes into text only."""
+    seen, todo = set(), [err]
+    while todo:
+        e = todo.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, OSError) and e.errno in _FULL:
+            return _FULL[e.errno]
+        text = str(e)
+        for code, what in _FULL.items():
+            if os.strerror(code) in text or f"errno {code}" in text.lower() \
+                    or f"[Errno {code}]" in text:
+                return what
+        todo += [e.__cause__, e.__context__, *getattr(e, "exceptions", ())]
+    return ""
 
 
 def one_line(err: BaseException) -> str:

@@ -21,9 +21,14 @@ files. Before anything starts, every cell's config is resolved by lra.run's own 
 
 A cell that exits non-zero is recorded (exit status and the last error line of its log,
 ``<workdir>/sweep.log``) and the sweep goes on; failures are listed at the end and the exit status
-is 1 (2 for a bad command line). SIGTERM is passed on to the running cell, which saves a checkpoint
-and exits (lra.run's preemption); the sweep then stops and exits 0 like lra.run, and the same command
-resumes it. At the end the leaderboard is rebuilt (``--no-leaderboard`` for shards that share one
+is 1 (2 for a bad command line, 1 for a --workdirs/--results-dir of the wrong kind). Each cell runs
+in its own session and dies with the sweep (Linux: PR_SET_PDEATHSIG, also on kill -9). SIGTERM,
+SIGUSR2 and SIGINT (Ctrl-C) are passed on to the running cell, which saves a checkpoint and exits
+with status 75; the sweep then stops and exits 75 (130 for Ctrl-C), and the same command resumes
+it. A cell counts as done only with its result file under ``--results-dir``; a result made on
+other data than the data present now (its fingerprint, ``lra.data_fingerprint``) is a conflict,
+not done. A grid of more than 1000 cells needs ``--allow-large-grid``. At the end the leaderboard
+is rebuilt (``--no-leaderboard`` for shards that share one
 results directory: rebuild once after they finish).
 
 Sharding: the grid is sorted by (task, family, seed) and shard I of N takes every N-th cell from the
@@ -34,7 +39,9 @@ in, and mix tasks (a shard gets a share of the long Pathfinder runs, not all of 
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
+import os
 import re
 import shlex
 import signal
@@ -49,14 +56,22 @@ from typing import Any, TextIO
 import attention
 import tasks
 from lra import config as config_lib
+from lra import data_fingerprint, stop_signals
 from lra import run as run_cli
 from lra.checkpoint import peek_last
 from lra.config import flatten
+from lra.data import default_data_dir
 from lra.registry import UnknownNameError
+
+MAX_CELLS = 1000  # a larger grid needs --allow-large-grid (a typo like --seeds 0-100000)
 
 
 class SweepError(ValueError):
     """A sweep the user asked for cannot be set up; the message says why (exit status 2)."""
+
+
+class SweepPathError(SweepError):
+    """A path the sweep needs is of the wrong kind or cannot be used (exit status 1)."""
 
 
 @dataclass(frozen=True, order=True)
@@ -100,15 +115,20 @@ def _names(text: str, known: list[str], kind: str) -> list[str]:
     return sorted(set(names))
 
 
-def parse_seeds(text: str) -> list[int]:
-    """``"0,1,2"`` -> [0, 1, 2]; a range ``"0-4"`` is 0..4 inclusive."""
+def parse_seeds(text: str, limit: int | None = None) -> list[int]:
+    """``"0,1,2"`` -> [0, 1, 2]; a range ``"0-4"`` is 0..4 inclusive. More than ``limit`` seeds
+    is refused before any is listed (``--allow-large-grid`` lifts the limit)."""
     seeds: set[int] = set()
     for part in (p.strip() for p in text.split(",")):
         lo, dash, hi = part.partition("-")
         try:
-            seeds.update(range(int(lo), int(hi) + 1) if dash and lo else {int(part)})
+            first, last = (int(lo), int(hi)) if dash and lo else (int(part), int(part))
         except ValueError:
             raise SweepError(f"--seeds: expected integers like 0,1,2 or 0-4, got {part!r}") from None
+        if limit is not None and last - first + 1 + len(seeds) > limit:
+            raise SweepError(f"--seeds {text}: more than {limit} seeds; pass --allow-large-grid "
+                             f"if that is meant")
+        seeds.update(range(first, last + 1))
     if not seeds or min(seeds) < 0:
         raise SweepError(f"--seeds: expected non-negative integers like 0,1,2 or 0-4, got {text!r}")
     return sorted(seeds)
@@ -164,9 +184,10 @@ def _canonical(config: dict[str, Any]) -> str:
     return json.dumps(config, sort_keys=True)
 
 
-def finished_configs(results_dir: Path) -> dict[str, str]:
-    """{canonical resolved config: result file name} of the result files in ``<results_dir>/runs``."""
-    done: dict[str, str] = {}
+def finished_configs(results_dir: Path) -> dict[str, list[tuple[str, Any]]]:
+    """{canonical resolved config: [(result file name, its data fingerprint or None)]} of the
+    result files in ``<results_dir>/runs``."""
+    done: dict[str, list[tuple[str, Any]]] = {}
     for path in sorted((Path(results_dir) / "runs").glob("*.json")):
         try:
             record = json.loads(path.read_text())
@@ -175,15 +196,42 @@ def finished_configs(results_dir: Path) -> dict[str, str]:
             raise SweepError(f"{path}: not a valid result file ({err!r}); move it away or fix it") from None
         if "evaluation_of" in record:  # lra.evaluate's file: an evaluation of a seed, not a seed
             continue
-        done.setdefault(_canonical(config), path.name)
+        data = record.get("data") if isinstance(record.get("data"), dict) else {}
+        done.setdefault(_canonical(config), []).append((path.name, data.get("fingerprint")))
     return done
 
 
-def decide(config: config_lib.Config, workdir: Path, finished: dict[str, str]) -> tuple[str, str]:
-    """(action, detail) for the cell whose resolved config is ``config`` and work dir ``workdir``."""
+def data_now(config: config_lib.Config, data_dir: Path) -> dict[str, Any] | None:
+    """The fingerprint of the data the cell would read now (None where it cannot be told without
+    preparing the data)."""
+    try:
+        task = tasks.build(config.task, data_dir, **config.data)
+        return data_fingerprint.fingerprint(task.provenance(), data_dir)
+    except Exception:  # a task whose data is not there yet: lra.run prepares and checks it
+        return None
+
+
+def decide(config: config_lib.Config, workdir: Path, finished: dict[str, list[tuple[str, Any]]],
+           data_dir: Path | None = None) -> tuple[str, str]:
+    """(action, detail) for the cell whose resolved config is ``config`` and work dir ``workdir``.
+
+    A result of the same config counts as done only if it was made on the data present now (its
+    data fingerprint, where it has one): one made on other data is a ``conflict`` naming the
+    difference (lra.run would refuse to resume on other data too)."""
     current = json.loads(json.dumps(config.to_dict()))  # as a result file holds it (lists, not tuples)
     if _canonical(current) in finished:
-        return "skip", f"result {finished[_canonical(current)]}"
+        found = finished[_canonical(current)]
+        now = data_now(config, data_dir) if data_dir is not None and any(f for _, f in found) \
+            else None
+        differs = []
+        for name, saved in found:
+            why = (data_fingerprint.difference(saved, now, absent_ok_if_generated=True)
+                   if now is not None else None)
+            if why is None:
+                return "skip", f"result {name}"
+            differs.append(f"result {name} was made on other data ({why})")
+        return "conflict", (f"{differs[0]}; not counted as done: move that result file away or "
+                            f"point --data-dir at its data")
     saved = peek_last(workdir)
     if saved is None:
         return "run", ""
@@ -220,7 +268,9 @@ def plan(cells: list[Cell], args: argparse.Namespace, *, decide_actions: bool = 
             plans.append(Plan(cell, run_argv(cell, args, workdir), workdir, "invalid", str(err)))
             continue
         workdir = Path(args.workdirs) / run_cli.workdir_name(config)
-        action, detail = decide(config, workdir, finished) if decide_actions else ("run", "")
+        data_dir = args.data_dir or default_data_dir()
+        action, detail = (decide(config, workdir, finished, data_dir) if decide_actions
+                          else ("run", ""))
         plans.append(Plan(cell, run_argv(cell, args, workdir), workdir, action, detail))
     if errors and len(errors) == len(cells):
         raise SweepError(errors[0] + (f" (and {len(errors) - 1} more cells)" if len(errors) > 1 else ""))
@@ -292,29 +342,51 @@ def last_error_line(log_text: str) -> str:
     return line if len(line) <= 300 else line[:297] + "..."
 
 
+_PR_SET_PDEATHSIG = 1
+
+
+def _cell_preexec() -> None:
+    """In the cell's process, before lra.run starts: its own session (a signal to the sweep's
+    terminal group does not reach it twice; the sweep forwards signals itself), and on Linux the
+    kernel's parent-death signal: a SIGKILLed sweep takes its cell with it (SIGTERM, so that the
+    cell checkpoints)."""
+    os.setsid()
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+        except (OSError, AttributeError):
+            pass
+
+
 class _Terminate:
-    """SIGTERM: pass it on to the running cell (which checkpoints and exits) and start no more."""
+    """SIGTERM, SIGINT or SIGUSR2: pass it on to the running cell (which checkpoints and exits
+    with status 75) and start no more. ``requested`` holds the signal's name."""
 
     def __init__(self):
-        self.requested = False
+        self.requested: str | None = None
         self.child: subprocess.Popen | None = None
-        self._previous = None
+        self._previous: dict[int, Any] = {}
 
     def __enter__(self):
-        try:
-            self._previous = signal.signal(signal.SIGTERM, self._handle)
-        except ValueError:  # not the main thread
-            self._previous = None
+        for signum in stop_signals.SIGNALS:
+            try:
+                self._previous[signum] = signal.signal(signum, self._handle)
+            except ValueError:  # not the main thread
+                pass
         return self
 
     def _handle(self, signum, frame):
-        self.requested = True
+        self.requested = self.requested or signal.Signals(signum).name
         if self.child is not None and self.child.poll() is None:
-            self.child.send_signal(signal.SIGTERM)
+            try:
+                os.killpg(self.child.pid, signum)
+            except OSError:
+                self.child.send_signal(signum)
 
     def __exit__(self, *exc):
-        if self._previous is not None:
-            signal.signal(signal.SIGTERM, self._previous)
+        for signum, previous in self._previous.items():
+            signal.signal(signum, previous)
 
 
 def execute(p: Plan, progress: Progress, term: _Terminate) -> tuple[int, str, float]:
@@ -330,7 +402,8 @@ def execute(p: Plan, progress: Progress, term: _Terminate) -> tuple[int, str, fl
         log.write(f"== lra.sweep {time.strftime('%Y-%m-%dT%H:%M:%S%z')}: {shlex.join(command)}\n")
         log.flush()
         offset = log.tell()
-        term.child = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+        term.child = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
+                                      preexec_fn=_cell_preexec)
         while True:
             try:
                 code = term.child.wait(timeout=1.0)
@@ -353,9 +426,11 @@ def _headline(result_file: Path) -> str:
     return f"test accuracy {100 * accuracy:.2f}% at the last step"
 
 
-def sweep(plans: list[Plan], stream: TextIO) -> tuple[Tally, list[tuple[Plan, str]], bool]:
-    """Run the plans in order. Returns the tally, the failures (plan, reason) and whether SIGTERM
-    stopped the sweep early."""
+def sweep(plans: list[Plan], stream: TextIO, results_dir: Path | None = None
+          ) -> tuple[Tally, list[tuple[Plan, str]], str | None]:
+    """Run the plans in order. Returns the tally, the failures (plan, reason) and the signal that
+    stopped the sweep early (None if none did). A cell counts as done only when its result file
+    lies under ``results_dir`` (where given)."""
     tally = Tally(total=len(plans))
     progress = Progress(tally, stream)
     failures: list[tuple[Plan, str]] = []
@@ -380,18 +455,22 @@ def sweep(plans: list[Plan], stream: TextIO) -> tuple[Tally, list[tuple[Plan, st
             said = [ln.split("result: ", 1)[1].strip() for ln in text.splitlines()
                     if ln.startswith("result: ")]
             said = said[-1] if said else ""
-            stopped = any(ln.startswith("SIGTERM: ") for ln in text.splitlines())
-            if code == 0 and not said and stopped:
-                term.requested = True  # the run alone was told to stop (the machine is going away)
-            if code == 0 and said:
+            if code == stop_signals.EXIT_RESUMABLE and not term.requested:
+                term.requested = "SIGTERM"  # the run alone was told to stop (the machine is going away)
+            elsewhere = (code == 0 and said and results_dir is not None
+                         and not Path(said).absolute().is_relative_to(Path(results_dir).absolute()))
+            if code == 0 and said and not elsewhere:
                 tally.done += 1
                 progress.line(f"{head} done in {_clock(seconds)}"
                               + (f" (resumed {p.detail})" if p.action == "resume" else "")
                               + f": {_headline(Path(said))}, result {Path(said).name}")
-            elif code == 0 and term.requested:
-                progress.line(f"{head} stopped by SIGTERM after {_clock(seconds)}; re-run to go on")
+            elif code == stop_signals.EXIT_RESUMABLE:
+                progress.line(f"{head} stopped by {term.requested} after {_clock(seconds)} "
+                              f"(checkpointed, exit status 75); re-run to go on")
             else:
-                reason = (f"exit status {code}: {last_error_line(text)}" if code > 0 else
+                reason = (f"its result file {said} is not under --results-dir {results_dir}"
+                          if elsewhere else
+                          f"exit status {code}: {last_error_line(text)}" if code > 0 else
                           f"killed by signal {-code}" if code < 0 else
                           "exit status 0 but no result file was written")
                 tally.failed += 1
@@ -442,15 +521,61 @@ def parser() -> argparse.ArgumentParser:
                       help="print what would run, be skipped and resume; run nothing")
     p.add_argument("--no-leaderboard", action="store_true",
                    help="do not rebuild <results-dir>/LEADERBOARD.md at the end")
+    p.add_argument("--allow-large-grid", action="store_true",
+                   help=f"allow a grid of more than {MAX_CELLS} cells (without it such a grid, "
+                        f"e.g. the typo --seeds 0-100000, is refused at once)")
     return p
 
 
+def check_paths(args: argparse.Namespace) -> None:
+    """--workdirs and --results-dir must be folders (or not exist yet) that this user can write;
+    --data-dir a folder if it exists. Raises ``SweepPathError`` naming the path."""
+    for flag, path, write in (("--workdirs", args.workdirs, True),
+                              ("--results-dir", args.results_dir, True),
+                              ("--data-dir", args.data_dir, False)):
+        if path is None:
+            continue
+        for p in (Path(path), *Path(path).parents):
+            if p.exists():
+                if not p.is_dir():
+                    raise SweepPathError(f"{flag} {path}: {p} is a file, not a folder")
+                if write and not os.access(p, os.W_OK | os.X_OK):
+                    raise SweepPathError(f"{flag} {path}: permission denied (cannot write in {p})")
+                break
+    runs = Path(args.results_dir) / "runs"
+    if runs.exists() and not runs.is_dir():
+        raise SweepPathError(f"--results-dir {args.results_dir}: {runs} is a file, not a folder")
+    if runs.is_dir() and not os.access(runs, os.R_OK | os.X_OK):
+        raise SweepPathError(f"--results-dir {args.results_dir}: permission denied (cannot read "
+                             f"{runs})")
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Exit status: 0 every cell done or skipped; 1 a cell failed, or a path of the wrong kind;
+    2 bad command line; 75 stopped by SIGTERM or SIGUSR2 (the running cell checkpointed; the same
+    command goes on); 130 stopped by Ctrl-C (likewise)."""
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:  # Ctrl-C while planning (the cells' runs have their own handler)
+        print("interrupted (SIGINT) before any cell started; nothing to resume", file=sys.stderr)
+        return stop_signals.EXIT_INTERRUPTED
+
+
+def _main(argv: list[str] | None) -> int:
     args = parser().parse_args(argv)
+    try:
+        check_paths(args)
+    except SweepPathError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
     try:
         if any(key == "seed" for key, _ in config_lib.parse_overrides(args.overrides)):
             raise SweepError("--set seed=... would give every cell one seed; use --seeds")
-        cells = expand(args.task, args.attn, parse_seeds(args.seeds))
+        limit = None if args.allow_large_grid else MAX_CELLS
+        cells = expand(args.task, args.attn, parse_seeds(args.seeds, limit))
+        if limit is not None and len(cells) > limit:
+            raise SweepError(f"the grid has {len(cells)} cells, more than {limit}; pass "
+                             f"--allow-large-grid if that is meant")
         if args.shard is not None:
             cells = shard(cells, *parse_shard(args.shard))
         plans = plan(cells, args, decide_actions=not args.list)
@@ -458,6 +583,9 @@ def main(argv: list[str] | None = None) -> int:
             for p in plans:
                 print(shlex.join(["python", "-m", "lra.run", *p.argv]))
             return 0
+    except SweepPathError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
     except (SweepError, UnknownNameError, config_lib.ConfigError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -472,12 +600,13 @@ def main(argv: list[str] | None = None) -> int:
 
     stream = sys.stderr
     print(f"lra.sweep: {len(plans)} cells; logs in each work directory's sweep.log", file=stream)
-    tally, failures, stopped = sweep(plans, stream)
+    tally, failures, stopped = sweep(plans, stream, args.results_dir)
     if stopped:
         left = tally.total - tally.done - tally.failed - tally.skipped
-        print(f"SIGTERM: sweep stopped with {left} cells unfinished; re-run the same command to "
+        print(f"{stopped}: sweep stopped with {left} cells unfinished; re-run the same command to "
               f"continue", file=stream)
-        return 0
+        return (stop_signals.EXIT_INTERRUPTED if stopped == "SIGINT"
+                else stop_signals.EXIT_RESUMABLE)
     if failures:
         print(f"{len(failures)} of {len(plans)} cells failed:", file=stream)
         for p, reason in failures:

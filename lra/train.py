@@ -5,8 +5,9 @@ records test accuracy at the best-validation step and at the last step, checkpoi
 writes one result file. Re-running the same command in the same work directory resumes from the last
 verified checkpoint (bit-identically on the same device count: data order and randomness are
 functions of (seed, step)); once the run has completed it reports the existing result instead.
-SIGTERM and SIGINT save a checkpoint and stop cleanly. The work directory is locked while a run uses
-it, and the splits are checked (not empty, as many examples as the config asks for) before step 1.
+SIGTERM, SIGINT and SIGUSR2 save a checkpoint and stop cleanly (``lra.stop_signals``). The work
+directory is locked while a run uses it, and the splits are checked (not empty, as many examples
+as the config asks for) before step 1.
 
 The train state is {step, params, batch_stats, opt_state}: ``batch_stats`` holds BatchNorm's running
 statistics (``nnx.BatchStat``, empty unless ``model.norm=batch``). Each step returns them updated,
@@ -18,7 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import signal
 import sys
 import time
 from collections.abc import Callable
@@ -35,7 +35,7 @@ from jax.experimental import multihost_utils
 from tqdm.auto import tqdm
 
 import tasks
-from lra import results, sharding, xla_cpu
+from lra import data_fingerprint, results, sharding, stop_signals, xla_cpu
 from lra import workdir as workdir_lib
 from lra.checkpoint import CheckpointError, Checkpoints, check_same_config
 from lra.config import Config
@@ -250,40 +250,15 @@ class History:
 
 
 class _Stopped(BaseException):
-    """A SIGTERM or SIGINT before the first step: nothing has been trained in this session."""
+    """A stop signal seen before this session's first step (set-up, compilation, restoring):
+    nothing new to save. Raised by ``_check_stop`` at a safe point, never from the handler."""
 
 
-class _Preemption:
-    """SIGTERM or SIGINT (Ctrl-C) during training sets a flag; the loop checkpoints at the next step
-    boundary and stops. A second SIGINT interrupts at once (KeyboardInterrupt), keeping the
-    checkpoints written. Before the loop is ``armed`` (data, compilation, restoring), either signal
-    stops the run at once: there is nothing new to save."""
-
-    SIGNALS = (signal.SIGTERM, signal.SIGINT)
-
-    def __init__(self):
-        self.requested: str | None = None  # the signal's name
-        self.armed = False
-        self._previous: dict[int, Any] = {}
-
-    def __enter__(self):
-        for signum in self.SIGNALS:
-            try:
-                self._previous[signum] = signal.signal(signum, self._handle)
-            except ValueError:  # not the main thread
-                pass
-        return self
-
-    def _handle(self, signum, frame):
-        if self.requested == "SIGINT" and signum == signal.SIGINT:
-            raise KeyboardInterrupt
-        self.requested = signal.Signals(signum).name
-        if not self.armed:
-            raise _Stopped(self.requested)
-
-    def __exit__(self, *exc):
-        for signum, previous in self._previous.items():
-            signal.signal(signum, previous)
+def _check_stop(stops: stop_signals.StopSignals, stage: str) -> None:
+    """A safe point before the loop: stop here if a signal came (``lra.stop_signals``)."""
+    stop_signals.test_hook(stage)
+    if stops.requested:
+        raise _Stopped(stops.requested)
 
 
 def _evaluate(eval_fn, state, rest, source, config: Config, mesh, *, max_batches=0) -> dict:
@@ -310,24 +285,31 @@ def params_digest(params) -> str:
 
 def train_and_evaluate(config: Config, workdir: Path, *, data_dir: Path,
                        results_dir: Path | None = None, progress: bool = True,
-                       force: bool = False, xla_cpu_fusions: str = "auto") -> dict[str, Any]:
+                       force: bool = False, xla_cpu_fusions: str = "auto",
+                       overrides: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:
     """Train ``config`` in ``workdir`` (resuming if it holds a checkpoint); return the result record.
 
     The result file is written under ``results_dir`` when one is given (process 0 only). A work
     directory whose run has completed returns that run's record (``status`` "existing") and
     writes nothing, unless ``force`` (the earlier run's files are moved aside, training restarts).
     ``xla_cpu_fusions``: "auto", "on" or "off", how the step is compiled on CPU (``lra.xla_cpu``).
+    ``overrides``: the ``--set KEY=VALUE`` pairs the config was resolved with (the result's
+    ``overrides`` names their keys; ``lra.results.overrides``).
+
+    SIGTERM, SIGINT and SIGUSR2 (``lra.stop_signals``) stop the run at the next safe point with
+    the work directory resumable: the record's ``status`` is then "preempted".
     """
     xla_cpu.resolve(xla_cpu_fusions)  # a bad value fails here, before anything is built
-    workdir, data_dir = Path(workdir), Path(data_dir)
+    workdir, data_dir = Path(workdir).absolute(), Path(data_dir).absolute()
+    results_dir = Path(results_dir).absolute() if results_dir is not None else None
     workdir_lib.not_a_file(workdir, "--workdir")
     workdir_lib.not_a_file(data_dir, "--data-dir")
     workdir.mkdir(parents=True, exist_ok=True)
     lock = workdir_lib.lock(workdir) if jax.process_index() == 0 else None
     opened: list[Checkpoints] = []
-    # The handlers go in before anything slow (data, compilation, restoring): a signal during
-    # setup ends the run at once with exit status 0 (SIGTERM) instead of killing it.
-    with _Preemption() as preemption:
+    # The handlers go in before anything slow (data, compilation, restoring); they only set a
+    # flag, which the run looks at between stages and between steps.
+    with stop_signals.handling() as stops:
         try:
             done = workdir_lib.finished(workdir)
             if done is not None and not force:
@@ -339,8 +321,8 @@ def train_and_evaluate(config: Config, workdir: Path, *, data_dir: Path,
             if results_dir is not None and jax.process_index() == 0:
                 workdir_lib.check_writable(results_dir)  # before step 1, not after training
             return _train(config, workdir, data_dir=data_dir, results_dir=results_dir,
-                          progress=progress, opened=opened, preemption=preemption,
-                          xla_cpu_fusions=xla_cpu_fusions)
+                          progress=progress, opened=opened, stops=stops,
+                          xla_cpu_fusions=xla_cpu_fusions, overrides=list(overrides))
         except _Stopped as stop:
             for ckpt in opened:
                 ckpt.wait()
@@ -353,7 +335,7 @@ def train_and_evaluate(config: Config, workdir: Path, *, data_dir: Path,
             for ckpt in opened:
                 try:
                     ckpt.wait()
-                except Exception:
+                except BaseException:
                     pass
             raise
         finally:
@@ -361,22 +343,40 @@ def train_and_evaluate(config: Config, workdir: Path, *, data_dir: Path,
                 lock.close()
 
 
+def _under(path: Path, folder: Path) -> bool:
+    return Path(path).absolute().is_relative_to(Path(folder).absolute())
+
+
 def _existing(record: dict[str, Any], workdir: Path, results_dir: Path | None) -> dict[str, Any]:
-    """Report the completed run of ``workdir``; write its result file only if it never was."""
-    path = record.get("result_file")
-    missing = path and not Path(path).is_file()
-    if results_dir is not None and jax.process_index() == 0 and missing:
-        # Killed between result.json and the result file: the measured record, written once.
-        results.write_new(Path(path), {k: v for k, v in record.items() if k != "result_file"})
-        print(f"{workdir} had completed; its missing result file is written now", file=sys.stderr)
-    else:
-        print(f"{workdir} holds a completed run; nothing is trained or written (use --force to "
-              f"train again from step 0, or another --workdir)", file=sys.stderr)
+    """Report the completed run of ``workdir``. Its result file is written only where it is
+    missing from ``results_dir``: the file it names was never written (killed between the two
+    writes), or ``results_dir`` is not where it went (a copy goes there: "done" means under the
+    results directory the user gave)."""
+    path = Path(record["result_file"]).absolute() if record.get("result_file") else None
+    clean = {k: v for k, v in record.items() if k != "result_file"}
+    if results_dir is not None and jax.process_index() == 0:
+        target = (path if path is not None and _under(path, results_dir)
+                  else results_dir / "runs" / path.name if path is not None
+                  else results.run_path(results_dir, record))
+        if not target.is_file():
+            # Killed between result.json and the result file, or another results directory:
+            # the measured record, written once.
+            results.write_new(target, clean)
+            why = "missing" if target == path else "copied"
+            print(f"{workdir} had completed; its {why} result file is written now: {target}",
+                  file=sys.stderr)
+        else:
+            print(f"{workdir} holds a completed run; nothing is trained or written (use --force "
+                  f"to train again from step 0, or another --workdir)", file=sys.stderr)
+        return {**record, "result_file": str(target), "status": "existing"}
+    print(f"{workdir} holds a completed run; nothing is trained or written (use --force to "
+          f"train again from step 0, or another --workdir)", file=sys.stderr)
     return {**record, "status": "existing"}
 
 
-def _data(task: tasks.Task, data_dir: Path) -> tuple[list, tasks.Provenance]:
-    """Prepare the task's data on every process, load the splits and check them (before step 1)."""
+def _data(task: tasks.Task, data_dir: Path) -> tuple[list, tasks.Provenance, dict[str, Any]]:
+    """Prepare the task's data on every process, load the splits and check them (before step 1);
+    also the data's fingerprint (``lra.data_fingerprint``)."""
     # Process 0 prepares first; the others then find the data (shared filesystem) or make the
     # same deterministic data themselves (separate disks).
     if jax.process_index() == 0:
@@ -387,6 +387,7 @@ def _data(task: tasks.Task, data_dir: Path) -> tuple[list, tasks.Provenance]:
             task.prepare()
     sources = [task.source(s) for s in ("train", "val", "test")]
     provenance = task.provenance()
+    fingerprint = data_fingerprint.fingerprint(provenance, data_dir)
     counts = dict(zip(("train", "val", "test"), map(len, sources)))
     tasks.check_examples(provenance, counts, data_dir)
     if jax.process_index() == 0:
@@ -396,18 +397,21 @@ def _data(task: tasks.Task, data_dir: Path) -> tuple[list, tasks.Provenance]:
         origin = (f"generated by {generator['name']} v{generator['version']}, seed "
                   f"{generator['seed']}" if generator else provenance.origin)
         print(f"data: {data_dir / provenance.folder} ({origin}); examples: "
-              + ", ".join(f"{s} {n}" for s, n in counts.items()), file=sys.stderr)
-    return sources, provenance
+              + ", ".join(f"{s} {n}" for s, n in counts.items())
+              + f"; fingerprint {fingerprint['sha256'][:12]}", file=sys.stderr)
+    return sources, provenance, fingerprint
 
 
 def _train(config: Config, workdir: Path, *, data_dir: Path, results_dir: Path | None,
-           progress: bool, opened: list[Checkpoints], preemption: _Preemption,
-           xla_cpu_fusions: str) -> dict[str, Any]:
+           progress: bool, opened: list[Checkpoints], stops: stop_signals.StopSignals,
+           xla_cpu_fusions: str, overrides: list[str]) -> dict[str, Any]:
     started = time.perf_counter()
     source_commit = results.git_commit()  # the code that runs, before anything can change it
     t = config.train
+    _check_stop(stops, "start")
     task = tasks.build(config.task, data_dir, **config.data)
-    (train_src, val_src, test_src), provenance = _data(task, data_dir)
+    (train_src, val_src, test_src), provenance, fingerprint = _data(task, data_dir)
+    _check_stop(stops, "setup")
 
     mesh = sharding.make_mesh()
     sharding.check_batch_size(t.batch_size, mesh)
@@ -421,7 +425,8 @@ def _train(config: Config, workdir: Path, *, data_dir: Path, results_dir: Path |
     ckpt = Checkpoints(workdir)
     opened.append(ckpt)
     history = History()
-    state, history = _resume(ckpt, config, state, history, workdir)
+    state, history = _resume(ckpt, config, state, history, workdir, fingerprint)
+    _check_stop(stops, "restore")
 
     eval_step = jax.jit(make_eval_step(graphdef), in_shardings=(repl, repl, repl, data_sharding),
                         out_shardings=repl)
@@ -430,6 +435,7 @@ def _train(config: Config, workdir: Path, *, data_dir: Path, results_dir: Path |
     base_key = jax.random.key(config.seed)
     start = int(state["step"])
     if start < t.num_steps:
+        stop_signals.test_hook("compile")
         train_step, fusions = _choose_step(
             xla_cpu_fusions, history, train_step,
             lambda options: jit_train_step(graphdef, tx, t, mesh, options), state, rest,
@@ -439,10 +445,12 @@ def _train(config: Config, workdir: Path, *, data_dir: Path, results_dir: Path |
         fusions = {"choice": history.xla_cpu_fusions or "on", "source": "no step left to run"}
     if jax.process_index() == 0:
         print(f"xla:cpu fusions: {xla_cpu.describe(fusions)}", file=sys.stderr)
+    _check_stop(stops, "compiled")
 
     def meta() -> dict[str, Any]:
         # A copy: saves are asynchronous, and the live history moves on while orbax writes.
-        return {"config": config.to_dict(), "history": asdict(history)}
+        return {"config": config.to_dict(), "history": asdict(history),
+                "data_fingerprint": fingerprint}
 
     log = MetricsLog(workdir, resume_step=start, enabled=jax.process_index() == 0,
                      run={"task": config.task, "attention": config.attention,
@@ -454,10 +462,11 @@ def _train(config: Config, workdir: Path, *, data_dir: Path, results_dir: Path |
     status = "completed"
     last_saved = start
     step = start
-    preemption.armed = True
     while step < t.num_steps:
         ckpt.record_checksums()  # of the saves completed in the background
-        if preemption.requested:
+        if step == start + 1:
+            stop_signals.test_hook("train")
+        if stops.requested:  # the safe point of the loop: between steps
             status = "preempted"
             break
         t0 = time.perf_counter()
@@ -487,6 +496,7 @@ def _train(config: Config, workdir: Path, *, data_dir: Path, results_dir: Path |
                         refresh=False)
 
         if step % t.eval_every == 0 or step == t.num_steps:
+            stop_signals.test_hook("eval")
             val = _evaluate(eval_step, state, rest, val_src, config, mesh,
                             max_batches=t.eval_batches)
             history.last_val = {**val, "step": step}
@@ -505,6 +515,7 @@ def _train(config: Config, workdir: Path, *, data_dir: Path, results_dir: Path |
             history.wall_time_s += time.perf_counter() - started
             started = time.perf_counter()
             ckpt.save("last", step, state, meta())
+            stop_signals.test_hook("save")
             last_saved = step
     bar.close()
     history.wall_time_s += time.perf_counter() - started
@@ -513,47 +524,22 @@ def _train(config: Config, workdir: Path, *, data_dir: Path, results_dir: Path |
     ckpt.wait()
     ckpt.close()
     if status == "preempted":
-        print(f"{preemption.requested}: checkpoint saved at step {step} in {ckpt.root / 'last'}; "
+        print(f"{stops.requested}: checkpoint saved at step {step} in {ckpt.root / 'last'}; "
               f"re-run the same command to resume", file=sys.stderr)
         log.close()
-        return {"status": "preempted", "signal": preemption.requested, "step": step}
+        return {"status": "preempted", "signal": stops.requested, "step": step}
 
     test_last = _evaluate(eval_step, state, rest, test_src, config, mesh)
     log.write(step, "test_at_last", test_last)
     log.close()
-    record = {
-        "task": config.task, "attention": config.attention, "preset": config.preset,
-        "protocol": config.protocol, "seed": config.seed, "config": config.to_dict(),
-        "task_facts": task.describe(),
-        "eval_history": results.eval_history(history.val_curve),
-        "data": {**provenance.to_dict(),
-                 "examples": {"train": len(train_src), "val": len(val_src), "test": len(test_src)},
-                 "evaluated": {"val": history.last_val.get("examples", 0),
-                               "test_at_best_val": history.test_at_best.get("examples", 0),
-                               "test_at_last": test_last["examples"]}},
-        "metrics": {
-            "best_val_accuracy": history.best_val_accuracy,
-            "best_val_step": history.best_step,
-            "test_accuracy_at_best_val": history.test_at_best.get("accuracy"),
-            "test_accuracy_at_last": test_last["accuracy"],
-            "final_val_accuracy": history.last_val.get("accuracy"),
-            "final_train_loss": history.last_train.get("loss"),
-            "steps": step,
-            "wall_time_s": round(history.wall_time_s, 3),
-            "steps_per_s": (round(history.timed_steps / history.train_time_s, 4)
-                            if history.train_time_s > 0 else None),
-            "peak_memory": results.peak_memory_bytes(),
-            "num_params": num_params,
-            "params_sha256": params_digest(state["params"]),
-            "batch_stats_sha256": params_digest(state["batch_stats"]),
-        },
-        "device": results.device_info(),
-        "xla_cpu_fusions": fusions,
-        "versions": results.versions(),
-        "git": source_commit,
-        "date": results.now(),
-        "status": status,
-    }
+    record = results.build_record(
+        config, overrides=overrides, task_facts=task.describe(), history=history,
+        provenance=provenance, fingerprint=fingerprint,
+        examples={"train": len(train_src), "val": len(val_src), "test": len(test_src)},
+        test_last=test_last, steps=step, num_params=num_params,
+        params_sha256=params_digest(state["params"]),
+        batch_stats_sha256=params_digest(state["batch_stats"]), fusions=fusions,
+        git=source_commit, status=status)
     if jax.process_index() == 0:
         # result.json first, naming the result file: a run killed between the two writes finds
         # it on re-run and writes that file once (never a second result for one run).
@@ -597,8 +583,10 @@ def _choose_step(requested: str, history: History, default_step: Callable,
     return step(choice), record
 
 
-def _resume(ckpt: Checkpoints, config: Config, state, history: History, workdir: Path):
-    """Restore the newest verified ``last`` checkpoint, if any (``state``/``history`` otherwise)."""
+def _resume(ckpt: Checkpoints, config: Config, state, history: History, workdir: Path,
+            fingerprint: dict[str, Any]):
+    """Restore the newest verified ``last`` checkpoint, if any (``state``/``history`` otherwise);
+    refuse one made on other data than ``fingerprint`` describes."""
     if not ckpt.steps("last"):
         if jax.process_index() == 0 and (gone := ckpt.forget_deleted()):
             print(f"warning: {ckpt.root / 'last'} no longer holds the checkpoints recorded in "
@@ -615,6 +603,12 @@ def _resume(ckpt: Checkpoints, config: Config, state, history: History, workdir:
         ckpt.set_aside(which, [s for s in ckpt.steps(which) if s > step])
     meta = ckpt.restore_meta("last", step)
     check_same_config(meta["config"], config.to_dict())
+    differ = data_fingerprint.difference(meta.get("data_fingerprint"), fingerprint)
+    if differ:
+        raise data_fingerprint.DataMismatchError(
+            f"{ckpt.root / 'last' / str(step)} was trained on other data than the data now "
+            f"present ({differ}); use --force to start over on this data, or the data directory "
+            f"it was trained on")
     state, meta = ckpt.restore("last", step, state)
     print(f"resuming from step {int(state['step'])} in {workdir} (checkpoint verified)",
           file=sys.stderr)

@@ -26,7 +26,8 @@ from typing import IO, Any
 
 LOCK_FILE = "lock"
 RESULT_FILE = "result.json"
-RUN_FILES = ("checkpoints", RESULT_FILE, "metrics.jsonl")  # what --force moves aside
+# What --force moves aside: everything a run (and lra.sweep, its log) writes, except the lock.
+RUN_FILES = ("checkpoints", RESULT_FILE, "metrics.jsonl", "tensorboard", "sweep.log")
 
 
 class WorkdirLockedError(RuntimeError):

@@ -130,3 +130,25 @@ def test_bad_command_line(tmp_path):
     assert out.returncode == 2 and "invalid choice: 'dev'" in out.stderr
     with pytest.raises(evaluate_cli.EvaluateError, match="unknown split"):
         evaluate_cli.evaluate(tmp_path, split="dev")
+
+
+def test_evaluating_on_other_data_is_refused_unless_allowed(trained, tmp_path, capsys):
+    """Fails on main: the checkpoint was evaluated on whatever data was present."""
+    workdir, data, _ = trained
+    other = tmp_path / "data"
+    shutil.copytree(data, other)
+    test_file = next(other.rglob("basic_test.tsv"))
+    lines = test_file.read_bytes().splitlines(keepends=True)
+    lines[1], lines[2] = lines[2], lines[1]
+    test_file.write_bytes(b"".join(lines))
+    err = _fails(["--workdir", str(workdir), "--data-dir", str(other)], capsys)
+    assert "trained on other data" in err and "basic_test.tsv" in err
+    assert "--allow-other-data" in err
+    assert evaluate_cli.main(["--workdir", str(workdir), "--data-dir", str(other),
+                              "--allow-other-data", "--no-progress"]) == 0
+
+
+def test_a_workdir_that_is_a_file_is_one_line(tmp_path, capsys):
+    path = tmp_path / "a-file"
+    path.write_text("x")
+    assert "is a file" in _fails(["--workdir", str(path)], capsys)

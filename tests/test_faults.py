@@ -92,7 +92,8 @@ def test_sigkill_then_resume_is_bit_identical(tmp, norm):
         assert "'batch_stats', 'encoder'" in (ckpts / str(saved) / "state" / "_METADATA").read_text()
 
 
-def test_sigterm_saves_a_checkpoint_and_exits_0(tmp):
+def test_sigterm_saves_a_checkpoint_and_exits_75(tmp):
+    """Exit status 75 (resumable; issue 25). Fails on main, which exited 0 like a finished run."""
     cmd = _cmd(tmp, "term", "--set", "train.num_steps=100000", "--set",
                "train.checkpoint_every=100000", "--set", "train.log_every=1")
     proc = subprocess.Popen(cmd, env=cli_env(1), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
@@ -101,7 +102,7 @@ def test_sigterm_saves_a_checkpoint_and_exits_0(tmp):
     proc.send_signal(signal.SIGTERM)
     t0 = time.time()
     _, err = proc.communicate(timeout=120)
-    assert proc.returncode == 0, err[-3000:]
+    assert proc.returncode == 75, err[-3000:]
     assert time.time() - t0 < 60
     assert "SIGTERM: checkpoint saved" in err
     steps = [p.name for p in (tmp / "term" / "checkpoints" / "last").iterdir() if p.name.isdigit()]
@@ -123,14 +124,14 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
-def test_sigterm_before_the_first_step_stops_at_once_and_exits_0(tmp):
-    """Before the loop runs (data, compilation, restoring) a SIGTERM ends the run at once and
-    cleanly: exit status 0, one line that says nothing was saved, no traceback, no checkpoint; the
-    same command then trains from step 0. Before the fix the signal killed the process (-15)."""
+def test_sigterm_before_the_first_step_stops_at_once_and_exits_75(tmp):
+    """Before the loop runs (data, compilation, restoring) a SIGTERM ends the run at the next safe
+    point and cleanly: exit status 75 (resumable), one line that says nothing was saved, no
+    traceback, no checkpoint; the same command then trains from step 0. Fails on main (exit 0)."""
     cmd = _cmd(tmp, "term-setup", "--set", "train.num_steps=2")
     out = subprocess.run([sys.executable, "-c", _TERM_IN_SETUP, *cmd[3:]], capture_output=True,
                          text=True, timeout=300, env=cli_env(1))
-    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.returncode == 75, out.stderr[-3000:]
     assert "SIGTERM: stopped before this session's first step; nothing new to save" in out.stderr
     assert "Traceback" not in out.stderr
     last = tmp / "term-setup" / "checkpoints" / "last"

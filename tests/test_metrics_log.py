@@ -60,6 +60,54 @@ def test_resume_cuts_both_logs_back_to_the_checkpoint(tmp_path):
     assert len(list((tmp_path / "tensorboard").iterdir())) == 2  # one event file per session
 
 
+def test_a_damaged_line_in_the_middle_is_dropped_and_said_not_a_traceback(tmp_path, capsys):
+    """Fails on main: the resume raised ValueError (a traceback after compilation)."""
+    _write_run(tmp_path, 12)
+    path = tmp_path / "metrics.jsonl"
+    lines = path.read_text().splitlines(keepends=True)
+    lines[4] = '{"step": 4, "spl\x00\x00 damaged\n'
+    path.write_text("".join(lines))
+    _write_run(tmp_path, 15, resume_step=10)
+    err = capsys.readouterr().err
+    assert err.count("warning:") == 1 and "1 damaged line(s) dropped (line 5)" in err
+    keys = _keys(read_jsonl(path))
+    train = [s for split, s in keys if split == "train"]
+    assert len(train) == 14 and train == sorted(train) and max(train) == 15  # only the bad one lost
+
+
+def _damage_one_event(events_dir: Path, where: str) -> int:
+    """Flip a byte in the payload (or the length) of a middle train/loss record; its offset."""
+    from lra.metrics_log import event_files, event_records
+
+    path = event_files(events_dir)[0]
+    offsets, pos = [], 0
+    for raw, _ in event_records(path):
+        offsets.append(pos)
+        pos += len(raw)
+    victim = offsets[len(offsets) // 2]
+    data = bytearray(path.read_bytes())
+    data[victim + (14 if where == "payload" else 2)] ^= 0xFF
+    path.write_bytes(bytes(data))
+    return victim
+
+
+@pytest.mark.parametrize("where", ["payload", "length"])
+def test_a_damaged_event_record_drops_only_itself_and_says_so(tmp_path, capsys, where):
+    """Fails on main: every record after the damaged one was dropped silently on resume."""
+    _write_run(tmp_path, 12)
+    before = read_scalars(tmp_path / "tensorboard")
+    offset = _damage_one_event(tmp_path / "tensorboard", where)
+    _write_run(tmp_path, 15, resume_step=12)
+    err = capsys.readouterr().err
+    assert err.count("warning:") == 1 and "damaged part(s) dropped" in err
+    assert f"offset {offset}" in err
+    after = read_scalars(tmp_path / "tensorboard")
+    total_before = sum(len(v) for v in before.values())
+    total_kept = sum(len([s for s, _ in v if s <= 12]) for v in after.values())
+    assert total_kept == total_before - 1  # the damaged record only
+    assert [s for s, _ in after["train/loss"]][-3:] == [13, 14, 15]
+
+
 def test_a_run_from_step_0_starts_new_logs(tmp_path):
     _write_run(tmp_path, 6)
     _write_run(tmp_path, 3)  # no checkpoint: starts over in the same work directory

@@ -179,6 +179,97 @@ def _sweep_cmd(tmp_path, attns, seeds, *extra):
             "--results-dir", str(tmp_path / "res"), *extra]
 
 
+def _wait_for_cells_to_die(workdirs: Path, timeout: float = 60) -> None:
+    """Until no work directory below ``workdirs`` is locked by a live run."""
+    from lra import workdir
+
+    deadline = time.monotonic() + timeout
+    for wd in workdirs.iterdir():
+        while True:
+            try:
+                workdir.lock(wd).close()
+                break
+            except workdir.WorkdirLockedError:
+                assert time.monotonic() < deadline, f"the cell in {wd} outlived its sweep"
+                time.sleep(0.2)
+
+
+@pytest.mark.slow
+def test_a_killed_sweep_takes_its_cell_with_it(tmp_path):
+    """kill -9 of the sweep: the kernel sends its cell SIGTERM (PR_SET_PDEATHSIG), which
+    checkpoints and stops. Fails on main: the cell ran on as an orphan."""
+    cmd = _sweep_cmd(tmp_path, "softmax", "0", "--set", "train.num_steps=100000", "--set",
+                     "train.log_every=1", "--no-leaderboard")
+    first = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    cell = tmp_path / "wd" / "listops-softmax-tiny-seed0"
+    try:
+        wait_until_training(cell)
+        first.send_signal(signal.SIGKILL)
+        first.wait(timeout=30)
+        _wait_for_cells_to_die(tmp_path / "wd")
+    finally:
+        first.kill()
+    assert "SIGTERM: checkpoint saved at step " in (cell / "sweep.log").read_text()
+
+
+@pytest.mark.slow
+def test_ctrl_c_on_a_sweep_checkpoints_the_cell_and_exits_130(tmp_path):
+    """Fails on main: SIGINT reached the sweep as a KeyboardInterrupt (a traceback)."""
+    cmd = _sweep_cmd(tmp_path, "softmax", "0", "--set", "train.num_steps=100000", "--set",
+                     "train.log_every=1", "--no-leaderboard")
+    first = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_until_training(tmp_path / "wd" / "listops-softmax-tiny-seed0")
+        first.send_signal(signal.SIGINT)
+        _, err = first.communicate(timeout=120)
+    finally:
+        first.kill()
+    assert first.returncode == 130, err[-3000:]
+    assert "Traceback" not in err and "SIGINT: sweep stopped with 1 cells unfinished" in err
+
+
+def test_a_large_grid_needs_a_flag(tmp_path, capsys):
+    """Fails on main: --seeds 0-100000 planned for half an hour."""
+    t0 = time.monotonic()
+    code = sweep.main(["--task", "listops", "--attn", "softmax", "--seeds", "0-100000",
+                       "--results-dir", str(tmp_path), "--workdirs", str(tmp_path), "--dry-run"])
+    assert code == 2 and time.monotonic() - t0 < 5
+    assert "--allow-large-grid" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flag", ["--workdirs", "--results-dir"])
+def test_a_sweep_path_that_is_a_file_is_one_line(tmp_path, capsys, flag):
+    """Fails on main: a traceback (NotADirectoryError) for --workdirs, for --results-dir too."""
+    path = tmp_path / "a-file"
+    path.write_text("x")
+    args = {"--workdirs": str(tmp_path / "wd"), "--results-dir": str(tmp_path / "res"), flag: str(path)}
+    code = sweep.main(["--task", "listops", "--attn", "softmax", *TINY,
+                       *(x for kv in args.items() for x in kv), "--dry-run"])
+    err = capsys.readouterr().err
+    assert code == 1 and err.count("\n") == 1 and "a-file" in err and "is a file" in err
+
+
+def test_a_result_of_other_data_is_not_done(tmp_path, capsys):
+    """Fails on main: the skip check compared configs only."""
+    res, wd, data = tmp_path / "res", tmp_path / "wd", tmp_path / "data"
+    (res / "runs").mkdir(parents=True)
+    args = ["--task", "listops", "--attn", "softmax", "--seeds", "0", *TINY,
+            "--workdirs", str(wd), "--results-dir", str(res), "--data-dir", str(data)]
+    config = run_cli.resolve_config(run_cli.parser().parse_args(
+        ["--task", "listops", "--attn", "softmax", "--seed", "0", *TINY]))
+    fingerprint = sweep.data_now(config, data)
+    other = {**fingerprint, "generator": {**fingerprint["generator"], "version": -1}}
+    other["sha256"] = "0" * 64
+    (res / "runs" / "old.json").write_text(json.dumps(
+        {"config": config.to_dict(), "data": {"fingerprint": other}}))
+    (p,) = sweep.plan(sweep.expand("listops", "softmax", [0]), sweep.parser().parse_args(args))
+    assert p.action == "conflict" and "old.json was made on other data (generator: " in p.detail
+    (res / "runs" / "old.json").write_text(json.dumps(
+        {"config": config.to_dict(), "data": {"fingerprint": fingerprint}}))
+    (p,) = sweep.plan(sweep.expand("listops", "softmax", [0]), sweep.parser().parse_args(args))
+    assert p.action == "skip"
+
+
 @pytest.mark.slow
 def test_tiny_sweep_killed_then_rerun_finishes_only_what_is_missing(tmp_path):
     cmd = _sweep_cmd(tmp_path, "softmax,linear", "0,1")
@@ -189,8 +280,9 @@ def test_tiny_sweep_killed_then_rerun_finishes_only_what_is_missing(tmp_path):
     while not (runs.is_dir() and any(runs.glob("*.json"))) and first.poll() is None:
         assert time.monotonic() < deadline, "no result file after 300 s"
         time.sleep(0.2)
-    os.killpg(first.pid, signal.SIGKILL)  # the sweep and the run it started
+    os.killpg(first.pid, signal.SIGKILL)  # the sweep (the cell runs in its own session)
     first.wait()
+    _wait_for_cells_to_die(tmp_path / "wd")
     finished_before = {p.name for p in runs.glob("*.json")}
     assert 1 <= len(finished_before) < 4
 
@@ -217,7 +309,9 @@ def test_tiny_sweep_killed_then_rerun_finishes_only_what_is_missing(tmp_path):
 
 
 @pytest.mark.slow
-def test_sigterm_passes_to_the_running_cell_which_checkpoints_and_the_rerun_resumes(tmp_path):
+def test_sigterm_passes_to_the_cell_which_checkpoints_the_sweep_exits_75_and_the_rerun_resumes(
+        tmp_path):
+    """Fails on main: the sweep exited 0 (and read the cell's stop from a log line)."""
     cmd = _sweep_cmd(tmp_path, "softmax", "0", "--set", "train.num_steps=100000", "--set",
                      "train.log_every=1", "--no-leaderboard")
     first = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -227,8 +321,9 @@ def test_sigterm_passes_to_the_running_cell_which_checkpoints_and_the_rerun_resu
         _, err = first.communicate(timeout=120)
     finally:
         first.kill()
-    assert first.returncode == 0, err[-3000:]
+    assert first.returncode == 75, err[-3000:]
     assert "[1/1] listops/softmax seed 0: stopped by SIGTERM after " in err, err[-3000:]
+    assert "(checkpointed, exit status 75)" in err
     assert "SIGTERM: sweep stopped with 1 cells unfinished" in err
     log = (tmp_path / "wd" / "listops-softmax-tiny-seed0" / "sweep.log").read_text()
     assert "SIGTERM: checkpoint saved at step " in log

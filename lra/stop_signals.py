@@ -1,0 +1,94 @@
+"""The signals that stop a run early and resumably: SIGTERM (a scheduler's time limit, preemption),
+SIGINT (Ctrl-C) and SIGUSR2 (what ``sbatch --signal`` and submitit send before a time limit).
+
+The handler only records the signal. Raising from a signal handler can unwind through code that
+must not be interrupted (XLA compiling the first step: that ended in a segmentation fault), so the
+trainer looks at ``requested`` at safe points (between steps, after set-up, after compilation) and
+stops there: with a checkpoint saved once training has started, at once before. Either way the
+work directory is resumable and ``lra.run`` exits with ``EXIT_RESUMABLE`` (75, EX_TEMPFAIL from
+BSD's sysexits.h: "try again later").
+
+This module imports nothing heavy: ``lra.run`` installs the handler before it imports JAX.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+EXIT_RESUMABLE = 75  # EX_TEMPFAIL
+EXIT_INTERRUPTED = 130  # 128 + SIGINT: a second Ctrl-C, or a sweep stopped by Ctrl-C
+SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR2)
+TEST_HOOK = "LRA_TEST_SIGNAL_AT"  # "<stage>[:<SIGNAL>]": tests send a signal to the run at a stage
+
+
+class StopSignals:
+    """A flag set by SIGTERM, SIGINT or SIGUSR2; one per process (``install`` returns it).
+
+    A second SIGINT (Ctrl-C pressed twice) restores Python's default handler, so that a third one
+    interrupts at once (KeyboardInterrupt) wherever the program is.
+    """
+
+    def __init__(self):
+        self.requested: str | None = None
+        self._previous: dict[int, Any] = {}
+
+    def _handle(self, signum, frame):
+        name = signal.Signals(signum).name
+        if self.requested == "SIGINT" and name == "SIGINT":
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+        self.requested = self.requested or name
+
+    def install(self) -> StopSignals:
+        if threading.current_thread() is not threading.main_thread():
+            return self
+        for signum in SIGNALS:
+            if signum not in self._previous:
+                self._previous[signum] = signal.signal(signum, self._handle)
+        return self
+
+    def uninstall(self) -> None:
+        for signum, previous in self._previous.items():
+            signal.signal(signum, previous)
+        self._previous.clear()
+
+
+_CURRENT = StopSignals()
+
+
+@contextlib.contextmanager
+def handling() -> Iterator[StopSignals]:
+    """The process's flag with its handlers installed. Nested uses share one flag (``lra.run``
+    installs it before importing JAX, the trainer again): the outermost one restores the previous
+    handlers and clears the flag on exit."""
+    outermost = not _CURRENT._previous
+    _CURRENT.install()
+    try:
+        yield _CURRENT
+    finally:
+        if outermost:
+            _CURRENT.uninstall()
+            _CURRENT.requested = None
+            _FIRED.clear()
+
+
+_FIRED: set[str] = set()
+
+
+def test_hook(stage: str) -> None:
+    """Send the signal named in ``$LRA_TEST_SIGNAL_AT`` to this process when ``stage`` matches
+    (``compile`` sends it from a thread 50 ms later, while the step compiles). For tests only."""
+    spec = os.environ.get(TEST_HOOK, "")
+    want, _, name = spec.partition(":")
+    if not want or want != stage or stage in _FIRED:
+        return
+    _FIRED.add(stage)
+    signum = getattr(signal, name or "SIGTERM")
+    if stage == "compile":
+        threading.Timer(0.05, os.kill, (os.getpid(), signum)).start()
+    else:
+        os.kill(os.getpid(), signum)

@@ -1,0 +1,247 @@
+"""What lra.run promises about its result record, its data and its signals (issues 23 and 25).
+
+* The record's format version 2: ``format_version``, ``overrides`` and ``data.fingerprint``.
+* A resume against other data is refused with one line; ``--force`` starts over.
+* A signal at any stage (set-up, compilation, training, evaluation, saving) ends with exit status
+  75 and a work directory from which the same command finishes with an uninterrupted run's result.
+
+Each test says whether it fails on main 9185bb1 (before these changes).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from helpers import cli_env
+
+import tasks
+from lra import config as config_lib
+from lra import results
+from lra import run as run_cli
+
+SIZES = {"train_size": 128, "val_size": 32, "test_size": 32}
+DATA = [x for k, v in SIZES.items() for x in ("--set", f"data.{k}={v}")]
+TINY_OPTIONS = {"min_length": 5, "max_length": 40, "max_depth": 3, **SIZES}
+STEPS = ["--set", "train.num_steps=6", "--set", "train.eval_every=3",
+         "--set", "train.checkpoint_every=2", "--set", "train.log_every=1"]
+
+
+def _args(data: Path, work: Path, res: Path, *extra: str) -> list[str]:
+    return ["--task", "listops", "--attn", "softmax", "--preset", "tiny", "--data-dir", str(data),
+            "--workdir", str(work), "--results-dir", str(res), "--no-progress",
+            "--xla-cpu-fusions", "on", *DATA, *STEPS, *extra]
+
+
+def _run(*args: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = run_cli.main(list(args))
+    return code, out.getvalue(), err.getvalue()
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("contract") / "data"
+    with contextlib.redirect_stderr(io.StringIO()):
+        tasks.build("listops", path, **TINY_OPTIONS).prepare()
+    return path
+
+
+@pytest.fixture(scope="module")
+def reference(data) -> dict:
+    """One uninterrupted run (in this process): its result record."""
+    work = data.parent / "reference"
+    code, _, err = _run(*_args(data, work, data.parent / "results"))
+    assert code == 0, err[-3000:]
+    return json.loads((work / "result.json").read_text())
+
+
+def test_config_overrides_name_every_key_that_differs_from_the_preset():
+    """Fails on main: lra.results had no config_overrides."""
+    plain = config_lib.load("listops", "softmax", preset="tiny", seed=3)
+    assert results.config_overrides(plain) == {}
+    pairs = ["train.num_steps=2", "train.lr=0.0123", "model.dropout=0.37"]
+    changed = config_lib.load("listops", "softmax", preset="tiny", seed=3, overrides=pairs)
+    assert results.config_overrides(changed, pairs) == {
+        "model.dropout": 0.37, "train.lr": 0.0123, "train.num_steps": 2}
+    # a config changed in code, with no --set, is named too; a --set of the preset's own value too
+    same = f"train.lr={plain.train.lr}"
+    assert results.config_overrides(changed) == results.config_overrides(changed, pairs)
+    assert results.config_overrides(plain, [same]) == {"train.lr": plain.train.lr}
+
+
+def test_result_record_has_format_version_overrides_and_fingerprint(reference, data):
+    """Fails on main: no format_version, no overrides (lra.run did not pass --set down), no
+    data.fingerprint, and result_file was relative to the working directory."""
+    assert reference["format_version"] == 2
+    assert reference["overrides"] == {"data.test_size": 32, "data.train_size": 128,
+                                      "data.val_size": 32, "train.checkpoint_every": 2,
+                                      "train.eval_every": 3, "train.log_every": 1,
+                                      "train.num_steps": 6}
+    fp = reference["data"]["fingerprint"]
+    assert set(fp) == {"sha256", "files", "generator"}
+    assert fp["generator"] == reference["data"]["generator"] and fp["generator"]["seed"] == 0
+    assert sorted(fp["files"]) == sorted(reference["data"]["files"].values())
+    for name, entry in fp["files"].items():
+        assert entry["bytes"] == (data / name).stat().st_size and len(entry["sha256"]) == 64
+    assert Path(reference["result_file"]).is_absolute()
+    on_disk = json.loads(Path(reference["result_file"]).read_text())
+    assert on_disk["overrides"] == reference["overrides"] and on_disk["format_version"] == 2
+    assert (data / ".lra-fingerprints.json").is_file()  # the hash cache
+
+
+def test_resume_against_other_data_is_refused_in_one_line(reference, data, tmp_path):
+    """Fails on main: the resume went on silently on the changed file."""
+    other = tmp_path / "data"
+    shutil.copytree(data, other)
+    work = tmp_path / "w"
+    shutil.copytree(Path(reference["result_file"]).parents[2] / "reference", work)
+    (work / "result.json").unlink()
+    (work / "lock").unlink()
+    # rewrite the data the checkpoints were trained on with the same generator and size
+    fp = reference["data"]["fingerprint"]
+    name = next(n for n in fp["files"] if n.endswith("train.tsv"))
+    lines = (other / name).read_bytes().splitlines(keepends=True)
+    lines[1], lines[2] = lines[2], lines[1]  # same size, other bytes
+    (other / name).write_bytes(b"".join(lines))
+    args = _args(other, work, tmp_path / "results")
+    code, _, err = _run(*args)
+    assert code == 1, err[-3000:]
+    errors = [x for x in err.splitlines() if x.startswith("error:")]
+    assert len(errors) == 1 and "Traceback" not in err
+    assert "other data" in errors[0] and name in errors[0] and "sha256" in errors[0]
+    assert "--force" in errors[0]
+    code, _, err = _run(*args, "--force")
+    assert code == 0, err[-3000:]
+
+
+def test_force_moves_every_file_of_the_earlier_run_aside(reference, tmp_path):
+    """Fails on main: tensorboard/ and sweep.log stayed behind."""
+    work = tmp_path / "w"
+    shutil.copytree(Path(reference["result_file"]).parents[2] / "reference", work)
+    (work / "lock").unlink()
+    (work / "sweep.log").write_text("== an earlier sweep\n")
+    assert (work / "tensorboard").is_dir()
+    from lra import workdir
+
+    moved = workdir.move_aside(work)
+    assert sorted(p.name for p in work.iterdir()) == [moved.name]
+    assert {"checkpoints", "result.json", "metrics.jsonl", "tensorboard", "sweep.log"} <= {
+        p.name for p in moved.iterdir()}
+
+
+def test_existing_run_with_another_results_dir_copies_its_result_there(reference, tmp_path):
+    """Fails on main: the re-run reported "existing result" and wrote nothing under the new
+    --results-dir, so a sweep pointed there counted the cell done with nothing in it."""
+    work = Path(reference["result_file"]).parents[2] / "reference"
+    fresh = tmp_path / "fresh"
+    code, out, _ = _run(*_args(work.parent / "data", work, fresh))
+    assert code == 0
+    copied = list((fresh / "runs").glob("*.json"))
+    assert len(copied) == 1 and copied[0].name == Path(reference["result_file"]).name
+    assert f"result: {copied[0]}" in out
+    assert json.loads(copied[0].read_text())["metrics"] == reference["metrics"]
+
+
+def test_disk_full_during_a_checkpoint_save_is_one_line(data, tmp_path, monkeypatch):
+    """Fails on main: tensorstore's RESOURCE_EXHAUSTED for a full disk was reported as out of
+    memory with batch-size advice. ENOSPC is faked in-process: the second save raises what orbax
+    raises (a wrapped error whose text names errno 28)."""
+    from lra import checkpoint
+
+    real, calls = checkpoint.Checkpoints.save, []
+
+    def save(self, which, step, state, meta):
+        calls.append(step)
+        if which == "last" and step > 2:
+            try:
+                raise OSError(28, "No space left on device")
+            except OSError as err:
+                raise ValueError("RESOURCE_EXHAUSTED: Error writing local file "
+                                 f"{self.root}/last/{step}/state: [OS error 28]") from err
+        return real(self, which, step, state, meta)
+
+    monkeypatch.setattr(checkpoint.Checkpoints, "save", save)
+    work = tmp_path / "w"
+    code, _, err = _run(*_args(data, work, tmp_path / "results"))
+    monkeypatch.undo()
+    assert code == 1, err[-3000:]
+    errors = [x for x in err.splitlines() if x.startswith("error:")]
+    assert len(errors) == 1 and "out of memory" not in err and "Traceback" not in err
+    assert f"disk full while saving checkpoint to {work / 'checkpoints'}" in errors[0]
+    assert checkpoint.Checkpoints(work).newest_verified("last")[0] == 2  # the last good one
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stage", ["setup", "compile", "train", "eval", "save"])
+@pytest.mark.parametrize("signame", ["SIGTERM"])
+def test_a_signal_at_any_stage_exits_75_and_the_rerun_finishes_like_an_uninterrupted_run(
+        reference, data, tmp_path, stage, signame):
+    """Fails on main: exit status 0 (SIGTERM) instead of 75, and a signal during compilation
+    raised out of XLA's compilation (a segmentation fault in most tries)."""
+    cmd = [sys.executable, "-m", "lra.run", *_args(data, tmp_path / "w", tmp_path / "results")]
+    stopped = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
+                             env=cli_env(1, LRA_TEST_SIGNAL_AT=f"{stage}:{signame}"))
+    assert stopped.returncode == 75, stopped.stderr[-3000:]
+    assert "Traceback" not in stopped.stderr and f"{signame}: " in stopped.stderr
+    assert not (tmp_path / "w" / "result.json").exists()
+    again = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=cli_env(1))
+    assert again.returncode == 0, again.stderr[-3000:]
+    record = json.loads((tmp_path / "w" / "result.json").read_text())
+    assert record["metrics"]["params_sha256"] == reference["metrics"]["params_sha256"]
+    assert record["metrics"]["test_accuracy_at_last"] == reference["metrics"]["test_accuracy_at_last"]
+    steps = [r["step"] for r in map(json.loads, (tmp_path / "w" / "metrics.jsonl").read_text()
+                                    .splitlines()) if r.get("split") == "train"]
+    assert steps == list(range(1, 7))  # no step lost or repeated in the log
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signame", ["SIGINT", "SIGUSR2"])
+def test_sigint_and_sigusr2_in_training_exit_75(reference, data, tmp_path, signame):
+    """Fails on main: SIGINT exited 130 and SIGUSR2 killed the run."""
+    cmd = [sys.executable, "-m", "lra.run", *_args(data, tmp_path / "w", tmp_path / "results")]
+    stopped = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
+                             env=cli_env(1, LRA_TEST_SIGNAL_AT=f"train:{signame}"))
+    assert stopped.returncode == 75, stopped.stderr[-3000:]
+    assert f"{signame}: checkpoint saved at step 1" in stopped.stderr
+
+
+def test_data_prepare_and_reproduce_name_a_path_that_is_a_file(tmp_path, capsys):
+    """Fails on main: lra.data prepare generated for minutes and then failed "Not a directory";
+    lra.reproduce reported "no result yet" for a --results-dir that is a file."""
+    from lra import data as data_cli
+    from lra import reproduce
+
+    path = tmp_path / "a-file"
+    path.write_text("x")
+    assert data_cli.main(["prepare", "--task", "listops", "--data-dir", str(path / "sub")]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--data-dir" in err and "is a file" in err
+    assert reproduce.main(["lra/softmax/listops", "--preset", "tiny", "--seeds", "0",
+                           "--results-dir", str(path), "--no-run"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--results-dir" in err and "a-file is a file" in err
+
+
+def test_a_rerun_from_another_working_directory_finds_the_same_result(data, tmp_path, monkeypatch):
+    """Fails on main: result.json named its result file relative to the first run's working
+    directory, so the re-run from elsewhere wrote a second file under a folder never named."""
+    first, second = tmp_path / "a", tmp_path / "b"
+    first.mkdir()
+    second.mkdir()
+    monkeypatch.chdir(first)
+    code, _, err = _run(*_args(data, Path("w"), Path("res")))
+    assert code == 0, err[-3000:]
+    named = json.loads((first / "w" / "result.json").read_text())["result_file"]
+    assert Path(named).is_absolute() and Path(named).is_file()
+    monkeypatch.chdir(second)
+    code, out, _ = _run(*_args(data, first / "w", first / "res"))
+    assert code == 0 and f"result: {named}" in out
+    assert not any(second.rglob("*.json")) and len(list((first / "res" / "runs").iterdir())) == 1
