@@ -48,6 +48,7 @@ from typing import Any, TextIO
 
 import attention
 import tasks
+from lra import cluster
 from lra import config as config_lib
 from lra import run as run_cli
 from lra.checkpoint import peek_last
@@ -442,6 +443,7 @@ def parser() -> argparse.ArgumentParser:
                       help="print what would run, be skipped and resume; run nothing")
     p.add_argument("--no-leaderboard", action="store_true",
                    help="do not rebuild <results-dir>/LEADERBOARD.md at the end")
+    cluster.add_flags(p)  # --executor and the SLURM flags (lra/cluster.py)
     return p
 
 
@@ -469,6 +471,8 @@ def main(argv: list[str] | None = None) -> int:
         print(", ".join(f"{n} {a}" for a, n in counts.items() if n or a != "invalid")
               + f" ({len(plans)} cells)")
         return 0
+    if args.executor != "subprocess":  # submitit: the planned cells go to lra.cluster
+        return cluster.submit(plans, args)
 
     stream = sys.stderr
     print(f"lra.sweep: {len(plans)} cells; logs in each work directory's sweep.log", file=stream)
