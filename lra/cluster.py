@@ -86,8 +86,12 @@ def find_result(results_dir: Path, config: str) -> Path | None:
 
 
 def _die_with_parent() -> None:
-    """In the child before exec: its own process group, and SIGTERM (checkpoint) if the task dies."""
+    """In the child before exec: its own process group; SIGUSR2 ignored (SLURM signals every process
+    of the step, and an lra.run that does not handle USR2 would die of it without a checkpoint: the
+    task's SIGTERM stops it; an lra.run that handles USR2 replaces the SIG_IGN); SIGTERM (checkpoint)
+    if the task dies."""
     os.setpgid(0, 0)
+    signal.signal(signal.SIGUSR2, signal.SIG_IGN)
     try:
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG (Linux)
     except (OSError, AttributeError):
@@ -304,10 +308,11 @@ def _wait(job, poll_s: float) -> Any:
                        lines[-1].strip() if lines else repr(err))
 
 
-def submit(plans, args: argparse.Namespace, stream: TextIO = sys.stderr) -> int:
+def submit(plans, args: argparse.Namespace, stream: TextIO | None = None) -> int:
     """Run lra.sweep's plans with ``args.executor``: skip and report the cells the plan settled
     (skip, conflict, invalid), submit the others, wait for them and print one line per cell.
     Returns the sweep's exit status."""
+    stream = stream or sys.stderr
     try:
         import submitit  # noqa: F401
     except ImportError:
