@@ -285,9 +285,10 @@ def specs(plans, args: argparse.Namespace) -> list[CellSpec]:
 
 def _job_logs(job) -> tuple[str, ...]:
     try:
-        return (str(job.paths.stdout), str(job.paths.stderr))
-    except Exception:  # (a debug job has no files)
+        files = (job.paths.stdout, job.paths.stderr)
+    except Exception:  # (no paths for this kind of job)
         return ()
+    return tuple(map(str, files)) if all(f.exists() for f in files) else ()
 
 
 def _wait(job, poll_s: float) -> Any:

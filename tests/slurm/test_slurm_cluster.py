@@ -75,7 +75,7 @@ def test_slurm_array_requeues_a_signalled_cell_which_resumes_to_the_same_result(
         signalled = subprocess.run(["scancel", "--signal=USR2", job], capture_output=True, text=True)
         assert signalled.returncode == 0, signalled.stderr
         print(f"scancel --signal=USR2 {job} at {time.strftime('%H:%M:%S')}")
-        rest, _ = sweep.communicate(timeout=900)
+        _, rest = sweep.communicate(timeout=900)
     finally:
         sweep.kill()
     err = "".join(lines) + rest
