@@ -291,15 +291,35 @@ def _job_logs(job) -> tuple[str, ...]:
     return tuple(map(str, files)) if all(f.exists() for f in files) else ()
 
 
+def _left_queue(job_id: str) -> bool:
+    """True when squeue answers and no longer lists ``job_id`` (pending, running or requeued)."""
+    try:
+        out = subprocess.run(["squeue", "-h", "-o", "%i", "-j", job_id], capture_output=True,
+                             text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return (out.returncode == 0 and not out.stdout.strip()) or "Invalid job id" in out.stderr
+
+
 def _wait(job, poll_s: float) -> Any:
     """The job's result, or an Outcome saying why there is none. Polls the result pickle, since a
-    SLURM without accounting gives sacct nothing to say."""
+    SLURM without accounting gives sacct nothing to say (submitit then warns on every call, so
+    the scheduler is asked only once a minute)."""
+    asked = 0.0
     while type(job).__name__ != "DebugJob" and not job.paths.result_pickle.exists():
-        try:
-            if job.done():
+        if time.monotonic() - asked > (60 if poll_s >= 1 else 0):
+            asked = time.monotonic()
+            try:
+                if job.done():
+                    break
+            except Exception:  # (sacct unavailable: keep polling the file)
+                pass
+            if type(job).__name__ == "SlurmJob" and _left_queue(str(job.job_id)):
+                time.sleep(10)  # the result file may still be on its way (shared filesystem)
+                if not job.paths.result_pickle.exists():
+                    return Outcome("interrupted", f"job {job.job_id} left the queue without a "
+                                                  f"result (see its stderr file)")
                 break
-        except Exception:  # (sacct unavailable: keep polling the file)
-            pass
         time.sleep(poll_s)
     try:
         return job.result()
