@@ -4,8 +4,8 @@ Start a single-node SLURM first (as root, on Debian): ``scripts/slurm_local.sh``
 
     LRA_SLURM_TESTS=1 python -m pytest -q -n 0 tests/slurm -s
 
-A tiny ListOps cell is submitted as a job array; while it trains, ``scancel --signal=USR2`` fakes
-the signal SLURM sends before a time limit (to every process of the job's steps). The cell must
+Two tiny ListOps cells are submitted as a job array; while they train, ``scancel --signal=USR2`` fakes
+the signal SLURM sends before a time limit (to every process of the job's steps). Each cell must
 checkpoint, be requeued by submitit (``scontrol requeue``), resume and finish with the result of an
 uninterrupted run; the leaderboard job runs after the array (``afterany``).
 """
@@ -34,14 +34,14 @@ TINY = ["--preset", "tiny", "--set", "data.train_size=64", "--set", "data.val_si
 
 
 def _cmd(root: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "lra.sweep", "--task", "listops", "--attn", "softmax", "--seeds", "0",
+    return [sys.executable, "-m", "lra.sweep", "--task", "listops", "--attn", "softmax", "--seeds", "0,1",
             *TINY, "--data-dir", str(root / "data"), "--workdirs", str(root / "wd"),
             "--results-dir", str(root / "res"), *extra]
 
 
-def _digest(results: Path) -> str:
-    (record,) = [json.loads(p.read_text()) for p in (results / "runs").glob("*.json")]
-    return record["metrics"]["params_sha256"]
+def _digests(results: Path) -> dict[int, str]:
+    records = [json.loads(p.read_text()) for p in (results / "runs").glob("*.json")]
+    return {r["seed"]: r["metrics"]["params_sha256"] for r in records}
 
 
 def test_slurm_array_requeues_a_signalled_cell_which_resumes_to_the_same_result(tmp_path):
@@ -69,8 +69,8 @@ def test_slurm_array_requeues_a_signalled_cell_which_resumes_to_the_same_result(
         match = re.search(r"job (\d+)", "".join(lines))
         assert match, "".join(lines)
         job = match.group(1)
-        workdir = root / "wd" / "listops-softmax-tiny-seed0"
-        wait_until_training(workdir, timeout=600)
+        for seed in (0, 1):  # both tasks of the array
+            wait_until_training(root / "wd" / f"listops-softmax-tiny-seed{seed}", timeout=600)
         print(subprocess.run(["squeue", "-a"], capture_output=True, text=True).stdout)
         signalled = subprocess.run(["scancel", "--signal=USR2", job], capture_output=True, text=True)
         assert signalled.returncode == 0, signalled.stderr
@@ -81,10 +81,14 @@ def test_slurm_array_requeues_a_signalled_cell_which_resumes_to_the_same_result(
     err = "".join(lines) + rest
     print(rest)
     assert sweep.returncode == 0, err[-3000:]
-    assert "listops/softmax seed 0: done (result " in err and "requeued 1x" in err, err
+    for seed in (0, 1):
+        line = next(ln for ln in err.splitlines() if f"] listops/softmax seed {seed}: " in ln)
+        assert ": done (result " in line and "requeued 1x" in line, line
     assert "leaderboard job " in err and ": rebuilt" in err, err
-    assert _digest(root / "res") == _digest(ref / "res")  # as if never interrupted
-    log = (workdir / "sweep.log").read_text()
-    print(log)
-    assert "SIGTERM: checkpoint saved at step " in log and "(requeue 1): " in log
+    assert _digests(root / "res") == _digests(ref / "res")  # as if never interrupted
+    assert sorted(_digests(root / "res")) == [0, 1]
+    for seed in (0, 1):
+        log = (root / "wd" / f"listops-softmax-tiny-seed{seed}" / "sweep.log").read_text()
+        print(log)
+        assert "SIGTERM: checkpoint saved at step " in log and "(requeue 1): " in log
     assert (root / "res" / "LEADERBOARD.md").is_file()
