@@ -55,8 +55,8 @@ from typing import Any, TextIO
 
 import attention
 import tasks
+from lra import cluster, data_fingerprint, stop_signals
 from lra import config as config_lib
-from lra import data_fingerprint, stop_signals
 from lra import run as run_cli
 from lra.checkpoint import peek_last
 from lra.config import flatten
@@ -524,6 +524,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--allow-large-grid", action="store_true",
                    help=f"allow a grid of more than {MAX_CELLS} cells (without it such a grid, "
                         f"e.g. the typo --seeds 0-100000, is refused at once)")
+    cluster.add_flags(p)  # --executor and the SLURM flags (lra/cluster.py)
     return p
 
 
@@ -597,6 +598,8 @@ def _main(argv: list[str] | None) -> int:
         print(", ".join(f"{n} {a}" for a, n in counts.items() if n or a != "invalid")
               + f" ({len(plans)} cells)")
         return 0
+    if args.executor != "subprocess":  # submitit: the planned cells go to lra.cluster
+        return cluster.submit(plans, args)
 
     stream = sys.stderr
     print(f"lra.sweep: {len(plans)} cells; logs in each work directory's sweep.log", file=stream)

@@ -1,0 +1,423 @@
+"""Run a sweep's cells through submitit: ``python -m lra.sweep ... --executor local|slurm|debug``.
+
+    python -m lra.sweep --task all --attn all --seeds 0-2 --executor slurm --partition gpu \\
+        --time 240 --gpus-per-task 1 --cpus-per-task 8 --mem-gb 64 --array-parallelism 32
+
+``lra.sweep`` plans the grid (skip, resume, conflict) and hands the cells it would run to ``submit``:
+``slurm`` submits them as one job array, one ``lra.run`` per task, and the leaderboard rebuild as a
+job that depends on the array (``afterany``); ``local`` runs them as local processes through
+submitit's local executor (offline; what the tests use); ``debug`` runs them one after the other in
+this process. submitit is an optional extra (``pip install -e ".[slurm]"``), imported only here.
+
+Each task runs ``RunCell``: ``python -m lra.run <flags>`` as a child process in its own process group,
+its output appended to ``<workdir>/sweep.log`` as with the subprocess executor. The signal SLURM sends
+before the time limit (``--signal-delay-s`` seconds before; submitit asks for USR2) reaches submitit's
+handler in the task, which calls ``RunCell.checkpoint``: it sends SIGTERM to the child (lra.run saves a
+checkpoint on SIGTERM, before and after the change that makes it exit 75), waits for it and returns
+itself as a ``DelayedSubmission``, which submitit requeues; the requeued task runs the same lra.run,
+which resumes from that checkpoint.
+
+Finished is decided from the result files, never from an exit status: a cell is done iff a result
+file of its resolved config exists under ``<results-dir>/runs`` (the sweep's skip check). Without one,
+an exit 75 (lra.run stopped early with a resumable checkpoint), 0, 130 or death by a signal means
+interrupted: it is run again, up to ``--max-requeues`` times in all (a checkpoint-and-requeue or a
+restart in the same task); any other status means failed, reported with the last error line of its
+log, and the other cells go on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+EXIT_INTERRUPTED = 75  # EX_TEMPFAIL: lra.run stopped early and saved a resumable checkpoint
+# Exit statuses that mean "stopped early" when no result file was written: 75, and those of lra.run
+# before 75 existed (0 after a SIGTERM checkpoint, 130 after a SIGINT one) or of a shell (128 + n).
+RESUMABLE_EXITS = frozenset({0, EXIT_INTERRUPTED, 128 + signal.SIGINT, 128 + signal.SIGTERM,
+                             128 + signal.SIGUSR2})
+EXECUTORS = ("subprocess", "local", "slurm", "debug")
+MISSING_SUBMITIT = ('--executor {executor} needs submitit, which is not installed: '
+                    'pip install -e ".[slurm]"')
+
+
+@dataclass(frozen=True)
+class CellSpec:
+    """What a task needs to run one cell and to tell whether it finished."""
+
+    label: str  # "listops/softmax seed 0"
+    argv: tuple[str, ...]  # lra.run's flags
+    workdir: Path
+    results_dir: Path
+    config: str  # the resolved config as canonical JSON, as the sweep's skip check compares it
+
+
+@dataclass
+class Outcome:
+    """What one cell came to: ``status`` done | failed | interrupted (requeue limit reached)."""
+
+    status: str
+    detail: str = ""
+    result_file: str = ""
+    log: str = ""
+    exit_status: int | None = None
+    requeues: int = 0
+    job_logs: tuple[str, ...] = field(default_factory=tuple)  # submitit's stdout / stderr files
+
+
+def find_result(results_dir: Path, config: str) -> Path | None:
+    """The result file under ``<results_dir>/runs`` whose resolved config is ``config``, or None."""
+    from lra.sweep import SweepError, finished_configs  # the sweep's own check
+
+    try:
+        entries = finished_configs(Path(results_dir)).get(config)
+    except SweepError:
+        return None
+    # [(file name, data fingerprint)], sorted by name; a result made on other data was planned as a
+    # conflict and never submitted, so any entry is this cell's run
+    return Path(results_dir) / "runs" / entries[-1][0] if entries else None
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: its own process group; SIGUSR2 ignored (SLURM signals every process
+    of the step, and an lra.run that does not handle USR2 would die of it without a checkpoint: the
+    task's SIGTERM stops it; an lra.run that handles USR2 replaces the SIG_IGN); SIGTERM (checkpoint)
+    if the task dies."""
+    os.setpgid(0, 0)
+    signal.signal(signal.SIGUSR2, signal.SIG_IGN)
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG (Linux)
+    except (OSError, AttributeError):
+        pass
+
+
+class RunCell:
+    """One cell as a checkpointable submitit callable (``checkpoint`` is submitit's hook)."""
+
+    def __init__(self, spec: CellSpec, max_requeues: int = 3, requeues: int = 0,
+                 grace_s: float = 120.0):
+        self.spec, self.max_requeues, self.requeues, self.grace_s = spec, max_requeues, requeues, grace_s
+        self._child: subprocess.Popen | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_child": None}
+
+    def _log(self, text: str) -> None:
+        print(f"lra.cluster: {self.spec.label}: {text}", flush=True)
+
+    def __call__(self) -> Outcome:
+        from lra.sweep import last_error_line
+
+        spec = self.spec
+        log_path = spec.workdir / "sweep.log"
+        while True:
+            done = find_result(spec.results_dir, spec.config)
+            if done is not None:
+                return Outcome("done", f"result {done.name}", str(done), str(log_path), 0, self.requeues)
+            command = [sys.executable, "-m", "lra.run", *spec.argv, "--no-progress"]
+            spec.workdir.mkdir(parents=True, exist_ok=True)
+            with open(log_path, "a") as log:
+                log.write(f"== lra.cluster {time.strftime('%Y-%m-%dT%H:%M:%S%z')} (requeue "
+                          f"{self.requeues}): {shlex.join(command)}\n")
+                log.flush()
+                offset = log.tell()
+                self._log(f"running {shlex.join(command)} (log {log_path})")
+                self._child = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
+                                               preexec_fn=_die_with_parent)
+                # Poll, not wait(): submitit's signal handler runs in this thread and waits for the
+                # child itself (RunCell.checkpoint).
+                while self._child.returncode is None and self._child.poll() is None:
+                    time.sleep(0.2)
+            code = self._child.returncode
+            with open(log_path) as log:
+                log.seek(offset)
+                text = log.read()
+            done = find_result(spec.results_dir, spec.config)
+            if done is not None:
+                self._log(f"done: {done}")
+                return Outcome("done", f"result {done.name}", str(done), str(log_path), code, self.requeues)
+            if code not in RESUMABLE_EXITS and code > 0:
+                reason = f"exit status {code}: {last_error_line(text)}"
+                self._log(f"failed ({reason})")
+                return Outcome("failed", reason, "", str(log_path), code, self.requeues)
+            how = f"killed by signal {-code}" if code < 0 else f"exit status {code}, no result file"
+            if self.requeues >= self.max_requeues:
+                self._log(f"interrupted ({how}); requeue limit {self.max_requeues} reached")
+                return Outcome("interrupted", f"{how}; requeued {self.requeues} times, the limit",
+                               "", str(log_path), code, self.requeues)
+            # Stopped without this task being signalled (e.g. SLURM's SIGTERM reached only the
+            # run, or it was killed): run it again here; lra.run resumes from its checkpoint.
+            self.requeues += 1
+            self._log(f"interrupted ({how}); restarting ({self.requeues} of {self.max_requeues})")
+
+    def _stop_child(self) -> int | None:
+        """SIGTERM to the child's group (lra.run checkpoints and exits); its status, waited for
+        with waitpid so that this works inside a signal handler that interrupted ``__call__``."""
+        child = self._child
+        if child is None or child.returncode is not None:
+            return None if child is None else child.returncode
+        try:
+            os.killpg(child.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        deadline = time.monotonic() + self.grace_s
+        while child.returncode is None:
+            try:
+                pid, status = os.waitpid(child.pid, os.WNOHANG)
+            except ChildProcessError:  # reaped by the interrupted poll()
+                break
+            if pid:
+                child.returncode = os.waitstatus_to_exitcode(status)
+                break
+            if time.monotonic() > deadline:
+                self._log(f"no exit {self.grace_s:.0f} s after SIGTERM; killing it")
+                os.killpg(child.pid, signal.SIGKILL)
+                deadline = float("inf")
+            time.sleep(0.1)
+        return child.returncode
+
+    def checkpoint(self, *args: Any, **kwargs: Any):
+        """submitit calls this on the pre-time-limit (or preemption) signal: stop the run, which
+        saves a checkpoint, and return the same cell to be requeued (None past the limit: submitit
+        then ends the job as not requeued)."""
+        from submitit.helpers import DelayedSubmission
+
+        code = self._stop_child()
+        self._log(f"signalled; the run stopped with status {code}")
+        if find_result(self.spec.results_dir, self.spec.config) is not None:
+            self._log("its result file exists: requeued to report it")
+        elif self.requeues >= self.max_requeues:
+            self._log(f"requeue limit {self.max_requeues} reached; not requeued")
+            return None
+        self._log(f"requeued ({self.requeues + 1} of {self.max_requeues})")
+        return DelayedSubmission(RunCell(self.spec, self.max_requeues, self.requeues + 1, self.grace_s))
+
+
+def rebuild_leaderboard(results_dir: str) -> int:
+    """The dependent job after the array: ``python -m lra.leaderboard --results-dir ...``."""
+    from lra import leaderboard
+
+    return leaderboard.main(["--results-dir", str(results_dir)])
+
+
+# ----------------------------------------------------------------------------------------------
+# The sweep's side: flags, submission, waiting, the summary.
+
+
+def add_flags(p: argparse.ArgumentParser) -> None:
+    """``--executor`` and the cluster flags, added to lra.sweep's parser."""
+    p.add_argument("--executor", default="subprocess", choices=EXECUTORS,
+                   help="subprocess: one lra.run after another here (default); local: submitit's "
+                        "local executor; slurm: one SLURM job array; debug: submitit in this "
+                        "process (README 'Running on a cluster')")
+    g = p.add_argument_group("--executor local|slurm|debug (submitit)")
+    g.add_argument("--max-requeues", type=int, default=3,
+                   help="how often an interrupted cell is run again (default: 3)")
+    g.add_argument("--partition", default=None, help="SLURM partition (default: the cluster's)")
+    g.add_argument("--time", type=float, default=60, metavar="MINUTES",
+                   help="time limit of each task in minutes (default: 60); a cell that needs more "
+                        "is checkpointed and requeued")
+    g.add_argument("--gpus-per-task", type=int, default=None)
+    g.add_argument("--cpus-per-task", type=int, default=None)
+    g.add_argument("--mem-gb", type=float, default=None)
+    g.add_argument("--array-parallelism", type=int, default=256,
+                   help="at most this many tasks of the array at once (default: 256)")
+    g.add_argument("--signal-delay-s", type=int, default=120,
+                   help="SLURM signals a task this many seconds before its time limit (default: 120)")
+    g.add_argument("--slurm-extra", action="append", default=[], metavar="KEY=VALUE",
+                   help="an extra sbatch parameter, e.g. --slurm-extra account=abc (repeatable)")
+
+
+def _extra(pairs: list[str]) -> dict[str, Any]:
+    extra = {}
+    for pair in pairs:
+        key, eq, value = pair.partition("=")
+        if not eq or not key:
+            raise ValueError(f"--slurm-extra: expected KEY=VALUE, got {pair!r}")
+        extra[key.strip().replace("-", "_")] = value
+    return extra
+
+
+def make_executor(args: argparse.Namespace, folder: Path):
+    """The submitit executor of ``args.executor`` with the cluster flags."""
+    import submitit
+
+    if args.executor == "debug":
+        return submitit.DebugExecutor(folder=folder)
+    if args.executor == "local":
+        ex = submitit.LocalExecutor(folder=folder, max_num_timeout=args.max_requeues)
+        ex.update_parameters(timeout_min=args.time, signal_delay_s=args.signal_delay_s)
+        return ex
+    ex = submitit.SlurmExecutor(folder=folder, max_num_timeout=args.max_requeues)
+    params: dict[str, Any] = {"time": max(1, round(args.time)), "signal_delay_s": args.signal_delay_s,
+                              "array_parallelism": args.array_parallelism, "job_name": "lra",
+                              "additional_parameters": _extra(args.slurm_extra)}
+    for key, value in (("partition", args.partition), ("gpus_per_task", args.gpus_per_task),
+                       ("cpus_per_task", args.cpus_per_task),
+                       ("mem", f"{args.mem_gb:g}GB" if args.mem_gb else None)):
+        if value is not None:
+            params[key] = value
+    ex.update_parameters(**params)
+    return ex
+
+
+def specs(plans, args: argparse.Namespace) -> list[CellSpec]:
+    """A CellSpec per plan (lra.sweep's Plan: cell, argv, workdir), its config resolved again by
+    lra.run's parser, as the sweep's skip check does."""
+    from lra import run as run_cli
+
+    parser = run_cli.parser()
+    out = []
+    for p in plans:
+        config = run_cli.resolve_config(parser.parse_args(p.argv)).to_dict()
+        canonical = json.dumps(json.loads(json.dumps(config)), sort_keys=True)
+        out.append(CellSpec(str(p.cell), tuple(p.argv), Path(p.workdir), Path(args.results_dir),
+                            canonical))
+    return out
+
+
+def _job_logs(job) -> tuple[str, ...]:
+    try:
+        files = (job.paths.stdout, job.paths.stderr)
+    except Exception:  # (no paths for this kind of job)
+        return ()
+    return tuple(map(str, files)) if all(f.exists() for f in files) else ()
+
+
+def _left_queue(job_id: str) -> bool:
+    """True when squeue answers and no longer lists ``job_id`` (pending, running or requeued)."""
+    try:
+        out = subprocess.run(["squeue", "-h", "-o", "%i", "-j", job_id], capture_output=True,
+                             text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return (out.returncode == 0 and not out.stdout.strip()) or "Invalid job id" in out.stderr
+
+
+def _wait(job, poll_s: float) -> Any:
+    """The job's result, or an Outcome saying why there is none. Polls the result pickle, since a
+    SLURM without accounting gives sacct nothing to say (submitit then warns on every call, so
+    the scheduler is asked only once a minute)."""
+    asked = 0.0
+    while type(job).__name__ != "DebugJob" and not job.paths.result_pickle.exists():
+        if time.monotonic() - asked > (60 if poll_s >= 1 else 0):
+            asked = time.monotonic()
+            try:
+                if job.done():
+                    break
+            except Exception:  # (sacct unavailable: keep polling the file)
+                pass
+            if type(job).__name__ == "SlurmJob" and _left_queue(str(job.job_id)):
+                time.sleep(10)  # the result file may still be on its way (shared filesystem)
+                if not job.paths.result_pickle.exists():
+                    return Outcome("interrupted", f"job {job.job_id} left the queue without a "
+                                                  f"result (see its stderr file)")
+                break
+        time.sleep(poll_s)
+    try:
+        return job.result()
+    except Exception as err:  # (submitit's UncompletedJobError, FailedJobError, ...)
+        lines = [ln for ln in str(err).splitlines() if ln.strip()]
+        return Outcome("interrupted" if "not requeued" in str(err) else "failed",
+                       lines[-1].strip() if lines else repr(err))
+
+
+def submit(plans, args: argparse.Namespace, stream: TextIO | None = None) -> int:
+    """Run lra.sweep's plans with ``args.executor``: skip and report the cells the plan settled
+    (skip, conflict, invalid), submit the others, wait for them and print one line per cell.
+    Returns the sweep's exit status."""
+    stream = stream or sys.stderr
+    try:
+        import submitit  # noqa: F401
+    except ImportError:
+        print(f"error: {MISSING_SUBMITIT.format(executor=args.executor)}", file=stream)
+        return 2
+    if args.max_requeues < 0:
+        print("error: --max-requeues must be >= 0", file=stream)
+        return 2
+    try:
+        folder = Path(args.workdirs) / "submitit" / "%j"
+        executor = make_executor(args, folder)
+    except ValueError as err:
+        print(f"error: {err}", file=stream)
+        return 2
+    to_run = [p for p in plans if p.action in ("run", "resume")]
+    cells = dict(zip(map(id, to_run), specs(to_run, args)))
+    jobs = []
+    if to_run:
+        with executor.batch():
+            for p in to_run:
+                jobs.append(executor.submit(RunCell(cells[id(p)], args.max_requeues,
+                                                    grace_s=max(10, args.signal_delay_s - 10))))
+    ids = sorted({str(j.job_id).split("_")[0] for j in jobs})
+    print(f"lra.sweep: {len(to_run)} of {len(plans)} cells submitted ({args.executor}"
+          + (f", job {', '.join(ids)}" if ids else "") + f"); submitit logs under "
+          f"{Path(args.workdirs) / 'submitit'}", file=stream, flush=True)
+    board_job = None
+    if args.executor == "slurm" and not args.no_leaderboard:
+        board = make_executor(args, folder)
+        board.update_parameters(array_parallelism=1, job_name="lra-leaderboard", time=30,
+                                additional_parameters={**_extra(args.slurm_extra),
+                                                       **({"dependency": f"afterany:{ids[0]}"}
+                                                          if ids else {})})
+        for key in ("gpus_per_task", "cpus_per_task", "mem"):
+            board.parameters.pop(key, None)
+        board_job = board.submit(rebuild_leaderboard, str(args.results_dir))
+        print(f"lra.sweep: leaderboard rebuild is job {board_job.job_id}"
+              + (f" (afterany:{ids[0]})" if ids else ""), file=stream, flush=True)
+
+    outcomes: dict[int, Outcome] = {}
+    for p, job in zip(to_run, jobs):
+        got = _wait(job, poll_s=0.5 if args.executor != "slurm" else 5.0)
+        outcome = got if isinstance(got, Outcome) else Outcome("failed", f"unexpected result {got!r}")
+        outcome.job_logs = _job_logs(job)
+        # Finished iff the result file exists, whatever the task said.
+        found = find_result(args.results_dir, cells[id(p)].config)
+        if found is not None:
+            outcome.status, outcome.result_file = "done", str(found)
+        elif outcome.status == "done":
+            outcome.status, outcome.detail = "interrupted", "no result file"
+        outcome.log = outcome.log or str(Path(p.workdir) / "sweep.log")
+        outcomes[id(p)] = outcome
+
+    failed = 0
+    print(f"lra.sweep summary ({args.executor}):", file=stream)
+    for n, p in enumerate(plans, 1):
+        head = f"[{n}/{len(plans)}] {p.cell}:"
+        if p.action == "skip":
+            print(f"{head} skipped ({p.detail})", file=stream)
+            continue
+        if p.action in ("conflict", "invalid"):
+            failed += 1
+            print(f"{head} FAILED: {p.detail}", file=stream)
+            continue
+        o = outcomes[id(p)]
+        failed += o.status != "done"
+        what = {"done": "done", "failed": "FAILED", "interrupted": "INTERRUPTED"}.get(o.status, o.status)
+        detail = (f"result {Path(o.result_file).name}" if o.status == "done" else o.detail)
+        requeued = f", requeued {o.requeues}x" if o.requeues else ""
+        print(f"{head} {what} ({detail}{requeued}); log {o.log}"
+              + (f"; job stdout {o.job_logs[0]} stderr {o.job_logs[1]}" if o.job_logs else ""),
+              file=stream)
+    done = sum(outcomes[id(p)].status == "done" for p in to_run)
+    print(f"{done} done, {failed} not done, {sum(p.action == 'skip' for p in plans)} skipped "
+          f"({len(plans)} cells)", file=stream)
+    if board_job is not None:
+        code = _wait(board_job, poll_s=5.0)
+        print(f"leaderboard job {board_job.job_id}: "
+              + ("rebuilt" if code == 0 else f"{getattr(code, 'detail', code)}"), file=stream)
+        if code != 0:
+            return 1
+    elif not args.no_leaderboard:
+        if rebuild_leaderboard(str(args.results_dir)) != 0:
+            return 1
+    return 1 if failed else 0

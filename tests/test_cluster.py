@@ -1,0 +1,146 @@
+"""`lra.sweep --executor local|debug` (lra/cluster.py): submitit's local executor, offline.
+
+The end-to-end tests share one data directory and one uninterrupted reference grid (module-scoped
+fixtures). The pre-time-limit signal is sent by the test to the submitit task, as SLURM's
+``--signal=USR2@...`` would, once the run is training: a real time limit on the local executor is
+whole seconds after a start-up that varies with the machine's load.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from helpers import cli_env, wait_until_training
+
+from lra import cluster, sweep
+
+TINY = ["--preset", "tiny", "--set", "data.train_size=64", "--set", "data.val_size=16",
+        "--set", "data.test_size=16", "--set", "train.num_steps=40", "--set", "train.eval_every=20",
+        "--set", "train.checkpoint_every=20", "--set", "train.log_every=1"]
+
+
+def _cmd(root: Path, data: Path, *extra: str, task: str = "listops", seeds: str = "0,1"):
+    return [sys.executable, "-m", "lra.sweep", "--task", task, "--attn", "softmax", "--seeds", seeds,
+            *TINY, "--data-dir", str(data), "--workdirs", str(root / "wd"),
+            "--results-dir", str(root / "res"), "--no-leaderboard", *extra]
+
+
+def _digests(results: Path) -> dict[int, str]:
+    records = [json.loads(p.read_text()) for p in (results / "runs").glob("*.json")]
+    return {r["seed"]: r["metrics"]["params_sha256"] for r in records}
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("data")
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory, data_dir):
+    """The grid (seeds 0, 1) through the default subprocess executor: {seed: params_sha256}."""
+    root = tmp_path_factory.mktemp("subprocess")
+    out = subprocess.run(_cmd(root, data_dir), capture_output=True, text=True, timeout=600,
+                         env=cli_env())
+    assert out.returncode == 0, out.stderr[-3000:]
+    digests = _digests(root / "res")
+    assert sorted(digests) == [0, 1]
+    return digests
+
+
+@pytest.mark.slow
+def test_local_executor_gives_the_subprocess_executors_results(tmp_path, data_dir, reference):
+    out = subprocess.run(_cmd(tmp_path, data_dir, "--executor", "local"), capture_output=True,
+                         text=True, timeout=600, env=cli_env())
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert _digests(tmp_path / "res") == reference
+    for seed in (0, 1):
+        line = next(ln for ln in out.stderr.splitlines() if f"listops/softmax seed {seed}: " in ln)
+        assert ": done (result listops__softmax__tiny__seed" in line, line
+        log = tmp_path / "wd" / f"listops-softmax-tiny-seed{seed}" / "sweep.log"
+        assert f"; log {log}; job stdout " in line and Path(line.rsplit(" stderr ", 1)[1]).is_file()
+    assert "2 done, 0 not done, 0 skipped (2 cells)" in out.stderr
+    again = subprocess.run([*_cmd(tmp_path, data_dir, "--executor", "local")], capture_output=True,
+                           text=True, timeout=300, env=cli_env())
+    assert again.returncode == 0 and again.stderr.count(": skipped (result ") == 2, again.stderr
+
+
+def _task_of(workdir: Path, timeout: float = 120) -> int:
+    """The pid of the submitit task whose child lra.run holds ``workdir``'s lock."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        text = (workdir / "lock").read_text().strip() if (workdir / "lock").exists() else ""
+        if text:
+            stat = Path(f"/proc/{text}/stat").read_text()
+            return int(stat.rsplit(")", 1)[1].split()[1])  # the parent's pid
+        time.sleep(0.1)
+    raise AssertionError(f"{workdir}: no lock holder within {timeout:.0f} s")
+
+
+@pytest.mark.slow
+def test_a_signalled_cell_checkpoints_is_requeued_and_resumes_to_the_same_result(
+        tmp_path, data_dir, reference):
+    first = subprocess.Popen(_cmd(tmp_path, data_dir, "--executor", "local", seeds="0"),
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=cli_env())
+    workdir = tmp_path / "wd" / "listops-softmax-tiny-seed0"
+    try:
+        wait_until_training(workdir)
+        os.kill(_task_of(workdir), signal.SIGUSR2)  # SLURM's pre-time-limit signal, to the task
+        _, err = first.communicate(timeout=600)
+    finally:
+        first.kill()
+    assert first.returncode == 0, err[-3000:]
+    assert "listops/softmax seed 0: done (result " in err and "requeued 1x" in err, err[-3000:]
+    assert _digests(tmp_path / "res") == {0: reference[0]}  # as if never interrupted
+    log = (workdir / "sweep.log").read_text()
+    assert "SIGTERM: checkpoint saved at step " in log, log[-3000:]
+    assert "(requeue 1): " in log and "resum" in log.lower()
+    task_log = next((tmp_path / "wd" / "submitit").glob("*/*_0_log.out")).read_text()
+    assert "signalled; the run stopped with status" in task_log and "requeued (1 of 3)" in task_log
+
+
+@pytest.mark.slow
+def test_a_failing_cell_is_reported_with_its_last_error_line_and_the_other_finishes(
+        tmp_path, data_dir, reference):
+    # Text's IMDB is not prepared in this data directory: lra.run exits 1 with a one-line error.
+    out = subprocess.run(_cmd(tmp_path, data_dir, "--executor", "local", task="listops,text",
+                              seeds="0"), capture_output=True, text=True, timeout=600, env=cli_env())
+    assert out.returncode == 1, out.stderr[-3000:]
+    line = next(ln for ln in out.stderr.splitlines() if "] text/softmax seed 0: " in ln)
+    assert ": FAILED (exit status 1: error: text: tfds dataset imdb_reviews is not prepared" in line
+    assert "text-softmax-tiny-seed0/sweep.log; job stdout " in line, line
+    assert "listops/softmax seed 0: done (result " in out.stderr
+    assert _digests(tmp_path / "res") == {0: reference[0]}
+    assert "1 done, 1 not done, 0 skipped (2 cells)" in out.stderr
+
+
+def test_without_submitit_the_executor_is_a_one_line_error(tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "submitit", None)  # import submitit -> ImportError
+    code = sweep.main(["--task", "listops", "--attn", "softmax", *TINY, "--executor", "local",
+                       "--workdirs", str(tmp_path / "wd"), "--results-dir", str(tmp_path / "res")])
+    assert code == 2
+    assert capsys.readouterr().err.strip() == (
+        'error: --executor local needs submitit, which is not installed: pip install -e ".[slurm]"')
+
+
+def test_slurm_flags_become_sbatch_parameters(tmp_path):
+    pytest.importorskip("submitit")
+    args = sweep.parser().parse_args([
+        "--task", "listops", "--attn", "softmax", "--executor", "slurm", "--partition", "gpu",
+        "--time", "90", "--gpus-per-task", "1", "--cpus-per-task", "8", "--mem-gb", "32",
+        "--array-parallelism", "4", "--signal-delay-s", "180", "--slurm-extra", "account=lra",
+        "--slurm-extra", "qos=high", "--max-requeues", "5"])
+    ex = cluster.make_executor(args, tmp_path / "submitit" / "%j")
+    text = ex._make_submission_file_text("python -m submitit.core._submit X", "uid")
+    for expected in ("#SBATCH --partition=gpu", "#SBATCH --time=90", "#SBATCH --gpus-per-task=1",
+                     "#SBATCH --cpus-per-task=8", "#SBATCH --mem=32GB", "#SBATCH --signal=USR2@180",
+                     "#SBATCH --account=lra", "#SBATCH --qos=high"):
+        assert expected in text, text
+    assert ex.max_num_timeout == 5
+    with pytest.raises(ValueError, match="--slurm-extra: expected KEY=VALUE"):
+        cluster._extra(["account"])
+
