@@ -41,6 +41,7 @@ def test_pallas_scan_matches_xla_with_gradients(scaled, chunk):
 
 
 @pytest.mark.parametrize("family", ["linear", "cosformer", "performer"])
+@pytest.mark.slow
 def test_families_take_the_kernel_on_gpu_only(family, monkeypatch):
     """With the platform faked as GPU, each causal family's output comes from the kernel."""
     from flax import nnx

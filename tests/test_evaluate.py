@@ -34,6 +34,7 @@ def _logged(workdir: Path, split: str, step: int) -> dict:
     return [r for r in records if r.get("split") == split and r.get("step") == step][-1]
 
 
+@pytest.mark.slow
 def test_restored_checkpoints_score_what_training_recorded(trained):
     workdir, data, res = trained
     run = json.loads((workdir / "result.json").read_text())

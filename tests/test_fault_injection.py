@@ -190,6 +190,7 @@ def test_short_official_pathfinder_folder_is_refused(tmp_path):
 # Bug 3: one result per (work directory, completed run); provenance in the result file.
 
 
+@pytest.mark.slow
 def test_rerun_reports_the_existing_result_and_writes_nothing(finished, tmp_path):
     work, results, _ = finished
     before = sorted((results / "runs").iterdir())
@@ -216,6 +217,7 @@ def test_result_file_lost_between_the_two_writes_is_written_once(finished, tmp_p
     assert os.listdir(lost.parent) == ["lost.json"]
 
 
+@pytest.mark.slow
 def test_force_trains_again_and_keeps_the_earlier_run(finished, tmp_path):
     work = tmp_path / "forced"
     shutil.copytree(finished[0], work)
@@ -240,6 +242,7 @@ def test_result_file_records_data_provenance(finished):
     assert first and "train 128, val 32, test 32" in first[0] and "seed 0" in first[0]
 
 
+@pytest.mark.slow
 def test_tiny_preset_says_why_it_does_not_read_an_official_listops_folder(base, tmp_path):
     data = tmp_path / "data"
     shutil.copytree(base / "data", data)
@@ -263,6 +266,7 @@ def _largest_file(folder: Path) -> Path:
     return max((p for p in folder.rglob("*") if p.is_file()), key=lambda p: p.stat().st_size)
 
 
+@pytest.mark.slow
 def test_corrupt_last_checkpoint_falls_back_to_the_newest_verified(finished, tmp_path):
     work = _copy_resumable(finished, tmp_path / "w")
     steps = sorted(int(p.name) for p in (work / "checkpoints" / "last").iterdir())
@@ -298,6 +302,7 @@ def test_damaged_checkpoints_refuse_with_one_line(finished, tmp_path, damage):
     assert "delete" in err and str(work / "checkpoints") in err
 
 
+@pytest.mark.slow
 def test_deleted_last_checkpoints_are_reported(finished, tmp_path):
     work = _copy_resumable(finished, tmp_path / "w")
     shutil.rmtree(work / "checkpoints" / "last")
@@ -379,6 +384,7 @@ class _FullDiskAfter(io.StringIO):
         super().close()
 
 
+@pytest.mark.slow
 def test_disk_full_is_one_line_and_keeps_the_checkpoint(base, tmp_path, monkeypatch):
     work = tmp_path / "w"
     real_open = builtins.open

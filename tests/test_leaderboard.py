@@ -350,6 +350,7 @@ def test_machine_slow_is_relative_not_absolute(tmp_path):
     assert "| 0.80x (machine slow) |" in text  # 2048: probes at about half the others
 
 
+@pytest.mark.slow
 def test_the_leaderboard_imports_no_jax_and_the_core_no_satellite():
     """The layout rule (lra/__init__.py): the leaderboard runs where JAX is absent, and the modules on
     the path of a run import neither satellite package."""

@@ -392,6 +392,7 @@ def pathx_dir(tmp_path_factory) -> Path:
     return data_dir
 
 
+@pytest.mark.slow
 def test_pathx_images_and_records(pathx_dir):
     task = tasks.build("pathx", pathx_dir, num_images=10, difficulty="easy")
     assert task.directory == pathx_dir / "pathfinder" / "pathfinder128" / "curv_baseline"

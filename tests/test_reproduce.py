@@ -33,6 +33,7 @@ def test_every_row_names_a_config_that_resolves():
     assert "LegS" in reproduce.ROWS["modern/s4d/text"].departs
 
 
+@pytest.mark.slow
 def test_list_and_unknown_row():
     env = cli_env()
     out = subprocess.run([sys.executable, "-m", "lra.reproduce", "--list"], capture_output=True,
@@ -54,6 +55,7 @@ def test_at_chance_is_one_standard_error(acc, n, expected):
     assert standard_error(0.1, 32) == pytest.approx(0.053, abs=1e-3)
 
 
+@pytest.mark.slow
 def test_reproduce_runs_the_seeds_and_prints_the_table(tmp_path, capsys):
     argv = ["lra/softmax/listops", "--preset", "tiny", "--seeds", "0,1",
             "--results-dir", str(tmp_path / "results"), "--workdirs", str(tmp_path / "wd"),

@@ -204,6 +204,7 @@ def never_download(monkeypatch):
     monkeypatch.setattr(tfds.core.DatasetBuilder, "download_and_prepare", fail)
 
 
+@pytest.mark.slow
 def test_no_network_fails_within_seconds_with_directions(tmp_path, monkeypatch, never_download,
                                                         silent_url):
     monkeypatch.setattr(text, "IMDB", dataclasses.replace(text.IMDB, url=silent_url))

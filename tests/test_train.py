@@ -74,6 +74,7 @@ def _setup(cfg, task, dropout=0.1, **train):
     return setup.state, setup.rest, setup.train_step
 
 
+@pytest.mark.slow
 def test_one_step_updates_every_parameter(listops_tiny):
     cfg, task = listops_tiny
     state, rest, step = _setup(cfg, task, schedule="constant", warmup_steps=1, lr=1e-3)
@@ -84,6 +85,7 @@ def test_one_step_updates_every_parameter(listops_tiny):
     assert all(jax.tree.leaves(moved)), "some parameters did not move"
 
 
+@pytest.mark.slow
 def test_overfits_a_tiny_batch(listops_tiny):
     cfg, task = listops_tiny
     state, rest, step = _setup(cfg, task, dropout=0.0, schedule="constant", warmup_steps=1,
@@ -96,6 +98,7 @@ def test_overfits_a_tiny_batch(listops_tiny):
     assert float(metrics["accuracy"]) == 1.0 and float(metrics["loss"]) < 0.1 * first
 
 
+@pytest.mark.slow
 def test_gradient_accumulation_equals_the_full_batch(listops_tiny):
     cfg, task = listops_tiny
     batch = TrainBatches(task.source("train"), 16, seed=0)[0]
@@ -112,6 +115,7 @@ def test_gradient_accumulation_equals_the_full_batch(listops_tiny):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-5)
 
 
+@pytest.mark.slow
 def test_remat_gives_the_same_step(listops_tiny):
     cfg, task = listops_tiny
     batch = TrainBatches(task.source("train"), 16, seed=0)[0]
@@ -127,6 +131,7 @@ def test_remat_gives_the_same_step(listops_tiny):
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), atol=1e-6)
 
 
+@pytest.mark.slow
 def test_bfloat16_compute_keeps_float32_parameters(listops_tiny):
     cfg, task = listops_tiny
     d = cfg.to_dict()
@@ -152,6 +157,7 @@ def _batchnorm_setup(cfg, task, **train):
 
 
 @pytest.mark.parametrize("grad_accum", [1, 4])
+@pytest.mark.slow
 def test_train_step_returns_the_updated_batch_statistics(listops_tiny, grad_accum):
     cfg, task = listops_tiny
     graphdef, state, rest, step = _batchnorm_setup(cfg, task, grad_accum=grad_accum)
@@ -169,6 +175,7 @@ def test_train_step_returns_the_updated_batch_statistics(listops_tiny, grad_accu
     assert float(trained["loss"]) != float(initial["loss"])
 
 
+@pytest.mark.slow
 def test_micro_batches_update_the_statistics_in_order(listops_tiny):
     """grad_accum=K: K running-average updates, one per micro-batch (momentum applied K times)."""
     cfg, task = listops_tiny

@@ -3,7 +3,6 @@
 import json
 import subprocess
 import sys
-import time
 
 import pytest
 from helpers import SMALL_LISTOPS, cli_env
@@ -43,6 +42,7 @@ def test_resolve_requested_stored_and_auto(untuned_env):
         xla_cpu.resolve("fast")
 
 
+@pytest.mark.slow
 def test_off_compiles_the_step_without_the_ynn_fusions_xla_adds_by_default():
     code = ("import jax, jax.numpy as jnp, json; from lra import xla_cpu\n"
             "low = jax.jit(jnp.matmul).lower(jnp.ones((64, 16, 16)), jnp.ones((64, 16, 32)))\n"
@@ -56,13 +56,29 @@ def test_off_compiles_the_step_without_the_ynn_fusions_xla_adds_by_default():
     assert json.loads(proc.stdout.splitlines()[-1]) == {"on": True, "off": False}
 
 
+class FakeClock:
+    """``time.perf_counter`` for ``xla_cpu.pick``: a timed call advances it by its variant's cost, so
+    the choice does not depend on how loaded the machine is (sleeps did, under a busy host)."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def step(self, seconds: float):
+        return lambda: setattr(self, "now", self.now + seconds)
+
+
 @pytest.mark.parametrize("slow", ["on", "off"])
-def test_pick_keeps_the_faster_variant(slow):
+def test_pick_keeps_the_faster_variant(slow, monkeypatch):
+    clock = FakeClock()
+    monkeypatch.setattr(xla_cpu.time, "perf_counter", clock)
     calls = {"on": 0, "off": 0}
 
     def prepare(variant):
         calls[variant] += 1
-        return lambda: time.sleep(0.03 if variant == slow else 0.002)
+        return clock.step(0.03 if variant == slow else 0.002)
 
     choice, medians = xla_cpu.pick(prepare, rounds=3)
     assert choice == ("off" if slow == "on" else "on")
@@ -70,10 +86,11 @@ def test_pick_keeps_the_faster_variant(slow):
     assert calls == {"on": 4, "off": 4}  # one untimed (compiling) call, then 3 timed, each
 
 
-def test_within_the_margin_xla_default_stays():
+def test_within_the_margin_xla_default_stays(monkeypatch):
     # "off" 2% faster: inside MARGIN (5%), not worth leaving XLA's default for
-    choice, medians = xla_cpu.pick(
-        lambda v: (lambda: time.sleep(0.049 if v == "off" else 0.050)), rounds=3)
+    clock = FakeClock()
+    monkeypatch.setattr(xla_cpu.time, "perf_counter", clock)
+    choice, medians = xla_cpu.pick(lambda v: clock.step(0.049 if v == "off" else 0.050), rounds=3)
     assert choice == "on" and medians["off"] < medians["on"]
 
 
