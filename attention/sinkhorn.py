@@ -105,29 +105,34 @@ def sinkhorn_kernel(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array | 
     n_b = ceil(L / block_size), row i = query block, column j = source block.
     Returns float[B, L, H, d] in q's dtype.
 
-    Heads first ([B, H, n_b, b, d], attention/_blocks.py): applying P to the keys and values is
-    one matmul [n_b, n_b] x [n_b, b * 2d] per (batch, head), and the attention one batched matmul
-    per product.
+    Heads first ([B, H, n_b, b, d], attention/_blocks.py): applying P to the keys and to the
+    values is one matmul [n_b, n_b] x [n_b, b * d] each per (batch, head), and the attention one
+    batched matmul per product. Keys and values stay separate arrays: a single [.., 2d] array cut
+    back into its halves before the attention cost a copy of each (0.8-0.85x the time without it,
+    fwd+bwd at L=1024 and 4096, block 64, H=8).
     """
     b, length, h, d = q.shape
     mask = jnp.ones((b, length), bool) if mask is None else mask.astype(bool)
     keep = mask[:, :, None, None]
     qb = to_head_blocks(q, block_size)
-    kv = to_head_blocks(jnp.where(keep, jnp.concatenate([k, v], axis=-1), 0), block_size)
-    n = kv.shape[2]
+    kb = to_head_blocks(jnp.where(keep, k, 0), block_size)
+    vb = to_head_blocks(jnp.where(keep, v, 0), block_size)
+    n = kb.shape[2]
     mb = to_blocks(mask, block_size)  # [B, n_b, b]
     perm = perm.astype(jnp.float32)
 
-    flat = kv.reshape(b, h, n, block_size * 2 * d)
-    sorted_kv = jnp.matmul(perm.astype(kv.dtype), flat, preferred_element_type=jnp.float32)
-    sorted_kv = sorted_kv.astype(kv.dtype).reshape(b, h, n, block_size, 2 * d)
+    def sort(xb):  # (P X)_i = sum_j P_ij X_j for every block slot and feature at once
+        flat = xb.reshape(b, h, n, block_size * d)
+        out = jnp.matmul(perm.astype(xb.dtype), flat, preferred_element_type=jnp.float32)
+        return out.astype(xb.dtype).reshape(xb.shape)
+
     real_mass = jnp.einsum("bhij,bjs->bhis", perm, mb.astype(jnp.float32))  # [B, H, n_b, b]
-    both = jnp.concatenate([kv, sorted_kv], axis=3)  # [B, H, n_b, 2b, 2d]
     own = jnp.broadcast_to(mb[:, None], real_mass.shape)
     allowed = jnp.concatenate([own, real_mass > 0], axis=-1)[:, :, :, None, :]
 
-    out = attend_heads(qb, both[..., :d], both[..., d:], allowed, dropout_rate=dropout_rate,
-                       dropout_rng=dropout_rng)
+    out = attend_heads(qb, jnp.concatenate([kb, sort(kb)], axis=3),
+                       jnp.concatenate([vb, sort(vb)], axis=3), allowed,
+                       dropout_rate=dropout_rate, dropout_rng=dropout_rng)
     return from_head_blocks(out, length).astype(q.dtype)
 
 
