@@ -10,8 +10,12 @@ third-party implementations" tells how to build that venv, every version pinned.
 ``results/efficiency/peers-cpu-<UTC date and time>.jsonl``: a first ``peers_run`` line (this
 checkout's commit and whether it is dirty, the harness command, the host CPU, the date, and a GEMM
 probe of the idle machine taken before the first case), then the harness's own lines, appended by
-the harness itself. Nothing in the file is written by hand. ``python -m lra.leaderboard`` turns it
-into the "vs best peer" table.
+the harness itself, then (with ``--with-gemm``) one ``gemm`` line per dominant matmul of each of
+our modules in the run (``family_matmuls``: the projections, the block logits, ...), timed in this
+JAX under the cases' XLA flags and in the peers venv's torch. Nothing in the file is written by
+hand. Add ``ours_projections`` to ``--peers`` to record the projections' own time, which the
+leaderboard takes out of our module's when the peer is a core without projections.
+``python -m lra.leaderboard`` turns the file into the "vs best peer" table.
 
 Unless ``--retry-below`` is among the harness arguments, a case whose probe falls under 80% of the
 initial probe is re-measured (the harness's fixed default, 200 GFLOP/s, fits one machine only).
@@ -106,15 +110,17 @@ def gemm_flops(shape: tuple[int, int, int, int]) -> float:
     return 2.0 * n * m * k * n2
 
 
-def gemm_table(python: str, shapes=GEMM_SHAPES, reps: int = 15, rounds: int = 2) -> list[str]:
-    """Markdown rows: each shape's best median time and GFLOP/s in JAX (XLA's default compile and
-    one without the YNN fusions) and in ``python``'s torch."""
-    best: dict[tuple[str, tuple], float] = {}
-    args = [str(reps), *(",".join(map(str, s)) for s in shapes)]
+def gemm_times(python: str, shapes, reps: int = 15, rounds: int = 2,
+               env: dict | None = None) -> dict[tuple[str, str, tuple], float]:
+    """Best median ms of each (framework, variant, shape): JAX's "default" (XLA as ``env``'s
+    XLA_FLAGS say, i.e. as the cases ran) and "no-ynn", and ``python``'s torch "default"; the two
+    frameworks alternate ``rounds`` times, each in its own process."""
+    best: dict[tuple[str, str, tuple], float] = {}
+    args = [str(reps), *(",".join(map(str, s)) for s in dict.fromkeys(map(tuple, shapes)))]
     for _ in range(rounds):
         for fw, exe in (("torch", python), ("jax", sys.executable)):  # torch first: fails fast
             done = subprocess.run([exe, "-c", _GEMM_CHILD, fw, *args], capture_output=True,
-                                  text=True, env={**os.environ, **MALLOC}, check=False)
+                                  text=True, env={**(env or os.environ), **MALLOC}, check=False)
             if done.returncode:
                 tail = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
                 raise RuntimeError(f"{fw} matmuls failed under {exe}: {tail}")
@@ -122,6 +128,13 @@ def gemm_table(python: str, shapes=GEMM_SHAPES, reps: int = 15, rounds: int = 2)
                 row = json.loads(line)
                 key = (fw, row["variant"], tuple(row["shape"]))
                 best[key] = min(best.get(key, float("inf")), row["ms"])
+    return best
+
+
+def gemm_table(python: str, shapes=GEMM_SHAPES, reps: int = 15, rounds: int = 2) -> list[str]:
+    """Markdown rows: each shape's best median time and GFLOP/s in JAX (XLA's default compile and
+    one without the YNN fusions) and in ``python``'s torch."""
+    best = gemm_times(python, shapes, reps, rounds)
     rows = ["| batch x [M x K] @ [K x N] | JAX ms | JAX GFLOP/s | JAX no-YNN ms | JAX no-YNN GFLOP/s "
             "| torch ms | torch GFLOP/s | faster JAX / torch |",
             "|---|---|---|---|---|---|---|---|"]
@@ -132,6 +145,57 @@ def gemm_table(python: str, shapes=GEMM_SHAPES, reps: int = 15, rounds: int = 2)
                     + " | ".join(f"{ms:.3f} | {gemm_flops(s) / ms / 1e6:.0f}" for ms in (j, jn, t))
                     + f" | {min(j, jn) / t:.2f}x |")
     return rows
+
+
+def family_matmuls(family: str, B: int, H: int, L: int, D: int) -> list[tuple[str, int, tuple]]:
+    """(what, count per forward pass, (batch, M, K, N)) of the matmuls that dominate our
+    ``family`` module at the peers harness's settings (``peers_harness.OURS_MATCH``), the four
+    q/k/v/out projections first (``what`` = "projections"). Empty for a family not listed. The
+    backward pass runs two products of each shape's size per forward one, so the counts weigh
+    fwd+bwd alike."""
+    E, BH = H * D, B * H
+    rows = [("projections", 4, (1, B * L, E, E))]
+    if family == "sinkhorn":  # block 64: own + sorted block = 128 keys; P applied to K and V
+        n = L // 64
+        rows += [("block logits", 1, (BH * n, 64, D, 128)), ("block values", 1, (BH * n, 64, 128, D)),
+                 ("P K, P V", 2, (BH, n, n, 64 * D))]
+    elif family == "softmax":
+        rows += [("logits", 1, (BH, L, D, L)), ("values", 1, (BH, L, L, D))]
+    elif family == "nystromformer":  # 256 landmarks, 6 pseudo-inverse iterations of 4 products
+        m = 256
+        rows += [("q k~", 1, (BH, L, D, m)), ("q~ k", 1, (BH, m, D, L)), ("(q~ k) v", 1, (BH, m, L, D)),
+                 ("pinv", 24, (BH, m, m, m)), ("out", 2, (BH, L, m, m))]
+    elif family == "linformer":  # k = 256, E and F shared over heads
+        rows += [("E K, F V", 2, (B, 256, L, E)), ("logits", 1, (BH, L, D, 256)),
+                 ("values", 1, (BH, L, 256, D))]
+    elif family == "performer":  # 256 features
+        rows += [("features", 2, (BH, L, D, 256)), ("phi_k^T v", 1, (BH, 256, L, D)),
+                 ("phi_q kv", 1, (BH, L, 256, D))]
+    elif family == "reformer":  # 8 hashes, chunks of 64 against their own and the previous chunk
+        c = 8 * L // 64
+        rows += [("chunk logits", 1, (BH * c, 64, D, 128)), ("chunk values", 1, (BH * c, 64, 128, D))]
+    elif family == "local":  # blocks of 128
+        n = L // 128
+        rows += [("block logits", 1, (BH * n, 128, D, 128)), ("block values", 1, (BH * n, 128, 128, D))]
+    else:
+        return []
+    return rows
+
+
+def gemm_lines(python: str, families, lengths, B: int, H: int, D: int, env: dict,
+               reps: int = 7) -> list[dict]:
+    """One ``{"gemm": ...}`` line per (family, length, matmul) of ``family_matmuls``, timed by
+    ``gemm_times`` under ``env`` (the cases' XLA flags): the file's own record of what the same
+    matmuls cost in XLA and in torch, which ``lra.leaderboard`` turns into a bound."""
+    todo = [(f, L, *row) for f in families for L in lengths for row in family_matmuls(f, B, H, L, D)]
+    if not todo:
+        return []
+    best = gemm_times(python, [row[-1] for row in todo], reps=reps, env=env)
+    return [{"gemm": {"family": f, "seq_len": L, "what": what, "count": count, "shape": list(shape),
+                      "jax_ms": round(best[("jax", "default", shape)], 3),
+                      "jax_no_ynn_ms": round(best[("jax", "no-ynn", shape)], 3),
+                      "torch_ms": round(best[("torch", "default", shape)], 3)}}
+            for f, L, what, count, shape in todo]
 
 
 def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, list[str]]:
@@ -145,6 +209,10 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, list[
     p.add_argument("--gemm", action="store_true",
                    help="time plain matmuls of the layers' shapes in JAX and in --python's torch, "
                         "print the table and exit (no harness, no results file)")
+    p.add_argument("--with-gemm", action="store_true",
+                   help="after the harness, time the dominant matmuls of our modules in the run "
+                        "in JAX and in --python's torch, into the file (the leaderboard's bound "
+                        "column)")
     p.add_argument("--xla-cpu-fusions", default=None, choices=("on", "off"),
                    help="compile the JAX cases with XLA:CPU's YNN fusions (on: XLA's default) or "
                         "without (off), as lra.run picks per model (README 'Running'); recorded in "
@@ -204,7 +272,24 @@ def main(argv: list[str] | None = None) -> int:
     out.write_text(json.dumps(header) + "\n")
     cmd = [str(args.python), str(args.script), *harness_args, "--out", str(out)]
     print(f"peers: initial probe {probe} GFLOP/s; writing {out}", flush=True)
-    return subprocess.run(cmd, env=env, check=False).returncode
+    rc = subprocess.run(cmd, env=env, check=False).returncode
+    if rc or not args.with_gemm:
+        return rc
+    from lra.bench import peers_harness
+
+    run = peers_harness.parser().parse_known_args(harness_args)[0]
+    families = [n[len("ours_"):-len("_module")] for n in (run.peers or peers_harness.PEERS)
+                if n.startswith("ours_") and n.endswith("_module")]
+    print(f"peers: timing the dominant matmuls of {families} in JAX and torch", flush=True)
+    try:
+        lines = gemm_lines(args.python, families, run.seq_lens, run.batch, run.heads,
+                           run.head_dim, env)
+    except RuntimeError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    with out.open("a") as f:
+        f.writelines(json.dumps(line) + "\n" for line in lines)
+    return 0
 
 
 if __name__ == "__main__":

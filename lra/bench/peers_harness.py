@@ -409,6 +409,24 @@ def _ours_module(family: str):
     return build
 
 
+@peer("ours_projections", "jax", "module", "projections",
+      "attention._projections.HeadProjections(E, H) (this project): x -> q, k, v -> out(q + k + v), "
+      "what every module of ours adds to its core", packages=("flax",))
+def _ours_projections(B, H, L, D):
+    _project()
+    from flax import nnx
+
+    from attention._projections import HeadProjections
+
+    proj = HeadProjections(H * D, H, None, rngs=nnx.Rngs(0))
+    graph, params = nnx.split(proj)
+
+    def fn(params, x):
+        q, k, v = nnx.merge(graph, params).qkv(x)
+        return nnx.merge(graph, params).merge(q + k + v)
+    return fn, (params, *_jax_inputs((B, L, H * D)))
+
+
 for _family, _mechanism in OURS_KERNELS.items():
     peer(f"ours_{_family}_kernel", "jax", "core", _mechanism,
          f"attention.{_family}.{_family}_kernel (this project), [B, L, H, D]",

@@ -19,6 +19,8 @@ PROBE_TOLERANCE = 0.15  # ours and the peer compared only when their GEMM probes
 HEALTHY_FRACTION = 0.7  # a probe under this fraction of the file's median probe: the machine was slowed
 
 
+LIKE_BOUND = 1.5  # a like-with-like ratio above this gets the bound beside it
+
 _KIND_MARK = {"module": "ours has q/k/v/out projections, the peer none",
               "core": "the peer has projections, ours none"}
 
@@ -36,6 +38,14 @@ def peers_section(results_dir: Path) -> list[str]:
     relative, because a healthy probe is ~300 GFLOP/s on one host CPU and ~80 on another, and to
     the median, not the best, so that one fast outlier does not mark a whole file): such a ratio
     measures the machine's load as much as the code.
+
+    Two more columns where the file holds what they need. "ours - projections / peer": against a
+    core peer, our module's time less ``ours_projections``' at the same length (the q/k/v/out
+    projections, measured in the same file), over the peer's: like against like. "bound": where
+    that like-with-like ratio (or the module-vs-module one) is above 1.5x, what the same matmuls
+    cost, Σ count x XLA ms / Σ count x torch ms over the file's ``gemm`` lines of that family and
+    length (``lra.bench.peers.family_matmuls``; the projections left out against a core), with the
+    costliest of them named: a ratio near it is the libraries' matmuls, not our code.
     """
     files = sorted((Path(results_dir) / "efficiency").glob("peers-cpu-*.jsonl"))
     if not files:
@@ -50,6 +60,12 @@ def peers_section(results_dir: Path) -> list[str]:
         cases = [r for r in rows if r.get("status") == "ok" and "fwdbwd_ms_median" in r]
         probes = [p for r in cases for p in r.get("fwdbwd_probe_gflops") or []]
         healthy_probe = HEALTHY_FRACTION * statistics.median(probes) if probes else 0.0
+        proj = {r["seq_len"]: r["fwdbwd_ms_median"] for r in cases if r["peer"] == "ours_projections"}
+        gemms: dict[tuple[str, int], list[dict]] = {}
+        for r in rows:
+            if "gemm" in r:
+                gemms.setdefault((r["gemm"]["family"], r["gemm"]["seq_len"]), []).append(r["gemm"])
+        extra = bool(proj or gemms)
         table = []
         for ours in (r for r in cases if r["peer"].startswith("ours_")):
             mech = PEER_MECHANISM.get(ours["mechanism"], ours["mechanism"])
@@ -66,10 +82,27 @@ def peers_section(results_dir: Path) -> list[str]:
             ratio = ours["fwdbwd_ms_median"] / best["fwdbwd_ms_median"]
             marks = ([] if alike else [_KIND_MARK.get(ours["kind"], "other kind")]) + \
                 ([] if close else ["probes differ"]) + ([] if healthy else ["machine slow"])
-            table.append([ours["peer"], str(ours["seq_len"]), f"{ours['fwdbwd_ms_median']:.0f}",
-                          f"{best['peer']} ({best['kind']})", f"{best['fwdbwd_ms_median']:.0f}",
-                          f"{ratio:.2f}x" + (f" ({', '.join(marks)})" if marks else ""),
-                          " / ".join(f"{probe(r):.0f}" for r in (ours, best))])
+            row = [ours["peer"], str(ours["seq_len"]), f"{ours['fwdbwd_ms_median']:.0f}",
+                   f"{best['peer']} ({best['kind']})", f"{best['fwdbwd_ms_median']:.0f}",
+                   f"{ratio:.2f}x" + (f" ({', '.join(marks)})" if marks else ""),
+                   " / ".join(f"{probe(r):.0f}" for r in (ours, best))]
+            if extra:
+                core_vs_core = ours["kind"] == "module" and best["kind"] == "core" \
+                    and ours["seq_len"] in proj
+                like = ((ours["fwdbwd_ms_median"] - proj[ours["seq_len"]]) / best["fwdbwd_ms_median"]
+                        if core_vs_core else ratio if alike else None)
+                row.append(f"{like:.2f}x" if core_vs_core else "")
+                found = gemms.get((ours["mechanism"], ours["seq_len"]), [])
+                used = [g for g in found if not (core_vs_core and g["what"] == "projections")]
+                bound = ""
+                if like is not None and like > LIKE_BOUND and used:
+                    xla = sum(g["count"] * g["jax_ms"] for g in used)
+                    torch = sum(g["count"] * g["torch_ms"] for g in used)
+                    top = max(used, key=lambda g: g["count"] * g["jax_ms"])
+                    bound = (f"{xla / torch:.2f}x (costliest: {top['what']}, "
+                             f"{top['jax_ms'] / top['torch_ms']:.2f}x)")
+                row.append(bound)
+            table.append(row)
         host = header.get("host")
         lines += [f"From `{path.name}`" + (f" (code at {header['git']}; `{header['command']}`)"
                                             if header else "")
@@ -77,7 +110,9 @@ def peers_section(results_dir: Path) -> list[str]:
                   + (f", XLA:CPU YNN fusions {header['xla_cpu_fusions']}"
                      if header.get("xla_cpu_fusions") else "") + ":", ""]
         lines += md_table(["ours", "L", "ours ms", "best peer", "peer ms", "ours / peer",
-                         "probes GFLOP/s (ours / peer)"], sorted(table, key=lambda r: (r[0], int(r[1]))))
+                           "probes GFLOP/s (ours / peer)"]
+                          + (["ours - projections / peer", "bound: same matmuls, XLA / torch"]
+                             if extra else []), sorted(table, key=lambda r: (r[0], int(r[1]))))
         lines += [""]
     return lines
 
