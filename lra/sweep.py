@@ -31,15 +31,22 @@ not done. A grid of more than 1000 cells needs ``--allow-large-grid``. At the en
 is rebuilt (``--no-leaderboard`` for shards that share one
 results directory: rebuild once after they finish).
 
-Sharding: the grid is sorted by (task, family, seed) and shard I of N takes every N-th cell from the
-I-th, so the N shards are disjoint, cover the grid, do not depend on the order the flags list names
-in, and mix tasks (a shard gets a share of the long Pathfinder runs, not all of them).
+Hyperparameter axes: ``--grid train.lr=1e-3,3e-3 --grid train.warmup_steps=100,1000`` runs every
+cell once per combination (passed as ``--set``; each point has its own work directory, suffixed
+``__train.lr=0.001,...``, and result file); at the end ``lra.selection`` chooses per task and family
+the values with the best mean validation accuracy over seeds and reports their test accuracy only.
+``--select`` prints that choice from the results already there, running nothing.
+
+Sharding: the grid is sorted by (task, family, grid point, seed) and shard I of N takes every N-th
+cell from the I-th, so the N shards are disjoint, cover the grid, do not depend on the order the
+flags list names in, and mix tasks (a shard gets a share of the long Pathfinder runs, not all of them).
 """
 
 from __future__ import annotations
 
 import argparse
 import ctypes
+import itertools
 import json
 import os
 import re
@@ -80,10 +87,16 @@ class Cell:
 
     task: str
     attention: str
+    grid: tuple[tuple[str, str], ...]  # (key, value) of each --grid axis, in the flags' order
     seed: int
 
     def __str__(self) -> str:
-        return f"{self.task}/{self.attention} seed {self.seed}"
+        values = f" [{grid_label(self.grid)}]" if self.grid else ""
+        return f"{self.task}/{self.attention}{values} seed {self.seed}"
+
+
+def grid_label(grid: tuple[tuple[str, str], ...]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in grid)
 
 
 @dataclass(frozen=True)
@@ -96,6 +109,7 @@ class Plan:
     workdir: Path
     action: str
     detail: str = ""
+    config_key: str = ""  # the canonical resolved config (``_canonical``): finds its result file
 
 
 # ----------------------------------------------------------------------------------------------
@@ -134,12 +148,41 @@ def parse_seeds(text: str, limit: int | None = None) -> list[int]:
     return sorted(seeds)
 
 
-def expand(task_arg: str, attn_arg: str, seeds: Iterable[int]) -> list[Cell]:
-    """Every (task, family, seed) named, in canonical order. ``all`` families includes those that
-    packages outside this tree register through the ``lra.attention`` entry-point group."""
+def parse_grid(items: list[str], overrides: list[str] = ()) -> list[tuple[str, list[str]]]:
+    """``--grid KEY=V1,V2`` flags -> [(key, [values])]; each value is checked as ``--set KEY=V`` is,
+    when the cells are resolved. A key given twice, also given to ``--set``, or ``seed`` (use
+    ``--seeds``) is a SweepError."""
+    axes: list[tuple[str, list[str]]] = []
+    fixed = {pair.partition("=")[0].strip() for pair in overrides}
+    for item in items:
+        key, eq, values = item.partition("=")
+        key = key.strip()
+        vals = [v.strip() for v in values.split(",")]
+        if not eq or not key or not all(vals):
+            raise SweepError(f"--grid {item!r}: expected KEY=V1,V2,... (e.g. train.lr=1e-3,3e-3)")
+        if key == "seed":
+            raise SweepError("--grid seed=...: use --seeds")
+        if key in fixed:
+            raise SweepError(f"--grid {key}: also given to --set; give it to one of them")
+        if key in (k for k, _ in axes):
+            raise SweepError(f"--grid {key} is given twice; list all its values in one flag")
+        if len(set(vals)) != len(vals):
+            raise SweepError(f"--grid {item!r}: a value is listed twice")
+        axes.append((key, vals))
+    return axes
+
+
+def expand(task_arg: str, attn_arg: str, seeds: Iterable[int],
+           grid: list[tuple[str, list[str]]] = ()) -> list[Cell]:
+    """Every (task, family, grid point, seed) named, in canonical order. ``all`` families includes
+    those that packages outside this tree register through the ``lra.attention`` entry-point
+    group."""
     task_names = _names(task_arg, tasks.available(), "task")
     attn_names = _names(attn_arg, attention.available(), "attn")
-    return sorted(Cell(t, a, s) for t in task_names for a in attn_names for s in set(seeds))
+    points = [tuple(zip([k for k, _ in grid], combo)) for combo in
+              itertools.product(*[values for _, values in grid])]
+    return sorted(Cell(t, a, g, s) for t in task_names for a in attn_names for g in points
+                  for s in set(seeds))
 
 
 def parse_shard(text: str) -> tuple[int, int]:
@@ -173,7 +216,15 @@ def run_argv(cell: Cell, args: argparse.Namespace, workdir: Path) -> list[str]:
         argv += ["--data-dir", str(args.data_dir)]
     for pair in args.overrides:
         argv += ["--set", pair]
+    for key, value in cell.grid:
+        argv += ["--set", f"{key}={value}"]
     return argv
+
+
+def workdir_for(cell: Cell, name: str) -> str:
+    """lra.run's work directory name, with the cell's grid values appended so that the grid's
+    points never share a work directory (``listops-softmax-small-seed0__train.lr=0.001``)."""
+    return name + (f"__{','.join(f'{k}={v}' for k, v in cell.grid)}" if cell.grid else "")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -263,15 +314,16 @@ def plan(cells: list[Cell], args: argparse.Namespace, *, decide_actions: bool = 
             # the sweep before anything runs.
             errors.append(f"{cell}: {err}")
             protocol = "" if args.protocol == "lra" else f"-{args.protocol}"
-            workdir = Path(args.workdirs) / (f"{cell.task}-{cell.attention}-{args.preset}{protocol}"
-                                             f"-seed{cell.seed}")
+            workdir = Path(args.workdirs) / workdir_for(
+                cell, f"{cell.task}-{cell.attention}-{args.preset}{protocol}-seed{cell.seed}")
             plans.append(Plan(cell, run_argv(cell, args, workdir), workdir, "invalid", str(err)))
             continue
-        workdir = Path(args.workdirs) / run_cli.workdir_name(config)
+        workdir = Path(args.workdirs) / workdir_for(cell, run_cli.workdir_name(config))
         data_dir = args.data_dir or default_data_dir()
         action, detail = (decide(config, workdir, finished, data_dir) if decide_actions
                           else ("run", ""))
-        plans.append(Plan(cell, run_argv(cell, args, workdir), workdir, action, detail))
+        plans.append(Plan(cell, run_argv(cell, args, workdir), workdir, action, detail,
+                          _canonical(config.to_dict())))
     if errors and len(errors) == len(cells):
         raise SweepError(errors[0] + (f" (and {len(errors) - 1} more cells)" if len(errors) > 1 else ""))
     return plans
@@ -504,6 +556,13 @@ def parser() -> argparse.ArgumentParser:
                    help="lra (default) or modern: passed to every lra.run (README 'Two protocols')")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="passed on to every run (lra.run --set)")
+    p.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2",
+                   help="an axis of the grid: every cell runs once per value (repeatable: the "
+                        "axes multiply); at the end the values with the best mean validation "
+                        "accuracy over seeds are chosen per task and family (lra/selection.py)")
+    p.add_argument("--select", action="store_true",
+                   help="with --grid: run nothing, print the selection from the result files "
+                        "already under --results-dir (e.g. after the shards of a grid finished)")
     p.add_argument("--results-dir", type=Path, default=Path("results"),
                    help="result files go under its runs/; finished cells are found there "
                         "(default: results)")
@@ -573,7 +632,10 @@ def _main(argv: list[str] | None) -> int:
         if any(key == "seed" for key, _ in config_lib.parse_overrides(args.overrides)):
             raise SweepError("--set seed=... would give every cell one seed; use --seeds")
         limit = None if args.allow_large_grid else MAX_CELLS
-        cells = expand(args.task, args.attn, parse_seeds(args.seeds, limit))
+        grid = parse_grid(args.grid, args.overrides)
+        if args.select and not grid:
+            raise SweepError("--select chooses among --grid values: give the grid's --grid flags")
+        cells = expand(args.task, args.attn, parse_seeds(args.seeds, limit), grid)
         if limit is not None and len(cells) > limit:
             raise SweepError(f"the grid has {len(cells)} cells, more than {limit}; pass "
                              f"--allow-large-grid if that is meant")
@@ -598,6 +660,8 @@ def _main(argv: list[str] | None) -> int:
         print(", ".join(f"{n} {a}" for a, n in counts.items() if n or a != "invalid")
               + f" ({len(plans)} cells)")
         return 0
+    if args.select:
+        return print_selection(plans, args, sys.stdout)
     if args.executor != "subprocess":  # submitit: the planned cells go to lra.cluster
         return cluster.submit(plans, args)
 
@@ -619,7 +683,34 @@ def _main(argv: list[str] | None) -> int:
 
         if leaderboard.main(["--results-dir", str(args.results_dir)]) != 0:
             return 1
+    if args.grid and print_selection(plans, args, stream) != 0:
+        return 1
     return 1 if failures else 0
+
+
+def print_selection(plans: list[Plan], args: argparse.Namespace, stream: TextIO) -> int:
+    """Print ``lra.selection``'s choice over the grid's cells that have a result under
+    ``--results-dir``; 1 (with the missing cells named) when some have none."""
+    from lra import selection
+
+    finished = finished_configs(args.results_dir)
+    records, missing = [], []
+    for p in plans:
+        entries = finished.get(p.config_key)
+        if not entries:
+            missing.append(p)
+            continue
+        records.append(json.loads((Path(args.results_dir) / "runs" / entries[-1][0]).read_text()))
+    if records:
+        print(selection.render(selection.select(records, [k for k, _ in parse_grid(args.grid)])),
+              file=stream)
+    if missing:
+        print(f"{len(missing)} of {len(plans)} cells of the grid have no result under "
+              f"{args.results_dir} (the selection above leaves them out): "
+              + "; ".join(str(p.cell) for p in missing[:5]) + (" ..." if len(missing) > 5 else ""),
+              file=stream)
+        return 1
+    return 0
 
 
 if __name__ == "__main__":

@@ -30,7 +30,7 @@ TINY = ["--preset", "tiny", "--set", "data.train_size=64", "--set", "data.val_si
 def test_grid_expansion():
     cells = sweep.expand("pathfinder,listops", "softmax,linear,softmax", sweep.parse_seeds("2,0-1"))
     assert len(cells) == 2 * 2 * 3
-    assert cells[0] == sweep.Cell("listops", "linear", 0) and cells == sorted(cells)
+    assert cells[0] == sweep.Cell("listops", "linear", (), 0) and cells == sorted(cells)
     assert {(c.task, c.attention, c.seed) for c in cells} == {
         (t, a, s) for t in ("listops", "pathfinder") for a in ("linear", "softmax") for s in (0, 1, 2)}
     every = sweep.expand("listops", "all", [0])

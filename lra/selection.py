@@ -1,0 +1,87 @@
+"""Choosing hyperparameters on validation: ``lra.sweep --grid ... [--select]``.
+
+How every LRA recipe was found: for each (task, family, protocol, preset), run a grid of values over
+seeds, keep the values with the best mean VALIDATION accuracy over seeds (``best_val_accuracy`` of
+each run), and report the test accuracy of those values only. Test accuracy is never read to
+choose; it is read after the choice, for the chosen values alone (tests/test_selection.py checks a
+grid where validation and test disagree). Ties in mean validation accuracy go to the first values
+in text order (``repr``), so the choice does not depend on file order.
+
+On Text, validation is the test split (IMDB has none, as in LRA): selecting on it is selecting on
+test, and the table says so.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any
+
+from lra import config as config_lib
+
+# The protocol's headline test accuracy (README "Two protocols").
+HEADLINE = {"lra": "test_accuracy_at_last", "modern": "test_accuracy_at_best_val"}
+VALIDATION_IS_TEST = ("text",)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    values: tuple[tuple[str, Any], ...]  # the grid keys' values, in the grid's key order
+    val: list[float]  # best validation accuracy of each seed
+
+
+@dataclass(frozen=True)
+class Selection:
+    task: str
+    attention: str
+    protocol: str
+    preset: str
+    candidates: list[Candidate]  # every grid point seen, sorted
+    chosen: Candidate
+    test: list[float]  # the chosen values' headline test accuracy, one per seed
+
+
+def _label(values: tuple[tuple[str, Any], ...]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in values)
+
+
+def select(records: list[dict[str, Any]], keys: list[str]) -> list[Selection]:
+    """Per (task, family, protocol, preset) of ``records`` (result files' contents), the grid point
+    (values of ``keys`` in each run's resolved config) with the best mean validation accuracy."""
+    groups: dict[tuple, dict[tuple, list[dict]]] = defaultdict(lambda: defaultdict(list))
+    for record in records:
+        cfg = config_lib.flatten(config_lib.with_protocol(record["config"]))
+        group = (record["task"], record["attention"], cfg["protocol"], record["preset"])
+        groups[group][tuple((k, cfg.get(k)) for k in keys)].append(record)
+    out = []
+    for (task, attn, protocol, preset), points in sorted(groups.items()):
+        candidates = [Candidate(values, [float(r["metrics"]["best_val_accuracy"]) for r in runs])
+                      for values, runs in sorted(points.items(), key=lambda kv: repr(kv[0]))]
+        chosen = max(candidates, key=lambda c: statistics.fmean(c.val))  # first of equals wins
+        test = [float(r["metrics"][HEADLINE.get(protocol, HEADLINE["lra"])])
+                for r in points[chosen.values]]
+        out.append(Selection(task, attn, protocol, preset, candidates, chosen, test))
+    return out
+
+
+def _mean_std(values: list[float]) -> str:
+    mean = 100 * statistics.fmean(values)
+    std = 100 * statistics.stdev(values) if len(values) > 1 else 0.0
+    return f"{mean:.2f} ± {std:.2f} ({len(values)})"
+
+
+def render(selections: list[Selection]) -> str:
+    """The selection and the grid, as lines to print beside the tables."""
+    lines = ["Selection on validation (mean best validation accuracy over seeds; test read only "
+             "for the chosen values):"]
+    for s in selections:
+        head = f"{s.task}/{s.attention} ({s.preset}, {s.protocol} protocol)"
+        lines.append(f"  {head}: chosen {_label(s.chosen.values)}: test {_mean_std(s.test)}")
+        if s.task in VALIDATION_IS_TEST:
+            lines.append(f"    note: {s.task}'s validation split is its test split (as in LRA): this "
+                         f"selection was made on test")
+        for c in s.candidates:
+            mark = "*" if c == s.chosen else " "
+            lines.append(f"   {mark} {_label(c.values)}: val {_mean_std(c.val)}")
+    return "\n".join(lines)
