@@ -57,7 +57,9 @@ class MetricsLog:
     but process 0) writes nothing.
     """
 
-    def __init__(self, workdir: Path, *, resume_step: int, run: dict[str, Any], enabled: bool = True):
+    def __init__(self, workdir: Path, *, resume_step: int, run: dict[str, Any], enabled: bool = True,
+                 tracker: Any = None):
+        self.tracker = tracker if enabled else None  # lra.tracker.Wandb, or None
         self.path = Path(workdir) / METRICS_FILE
         self.events_dir = Path(workdir) / TENSORBOARD_DIR
         self.enabled = enabled
@@ -86,11 +88,17 @@ class MetricsLog:
             return
         self._append({"step": step, "split": split, **values})
         tags = TENSORBOARD_TAGS.get(split, ())
-        for name in tags:
-            if values.get(name) is not None:
-                self._writer.add_scalar(f"{split}/{name}", float(values[name]), step)
+        scalars = {name: float(values[name]) for name in tags if values.get(name) is not None}
+        for name, value in scalars.items():
+            self._writer.add_scalar(f"{split}/{name}", value, step)
         if tags:
             self._writer.flush()
+        if self.tracker is not None:
+            if tags:
+                self.tracker.log(step, split, scalars)
+            else:  # test accuracies: single numbers
+                self.tracker.summary(split, {k: float(v) for k, v in values.items()
+                                             if isinstance(v, int | float) and not isinstance(v, bool)})
 
     def train(self, step: int, values: dict[str, float], timed_steps: int, train_time_s: float) -> None:
         """A training record with ``steps_per_s`` over the steps since this session's previous one.
@@ -109,6 +117,9 @@ class MetricsLog:
         if self._writer is not None:
             self._writer.close()
             self._writer = None
+        if self.tracker is not None:
+            self.tracker.close()
+            self.tracker = None
 
 
 # ----------------------------------------------------------------------------------------------

@@ -66,6 +66,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--no-progress", action="store_true",
                    help="no training progress bar (generating data still shows one)")
     p.add_argument("--print-config", action="store_true", help="print the resolved config and exit")
+    p.add_argument("--wandb", default=None, metavar="PROJECT",
+                   help="also log to Weights & Biases project PROJECT (needs `pip install wandb`; "
+                        "WANDB_MODE=offline works without a network); see README 'Watching a run "
+                        "learn'")
     p.add_argument("--xla-cpu-fusions", default="auto", choices=("auto", "on", "off"),
                    help="on CPU, compile the training step with XLA's YNN library fusions (on), "
                         "without (off), or time both and keep the faster (auto, the default; a "
@@ -128,6 +132,7 @@ def _main(argv: list[str] | None) -> int:
 
     from lra.checkpoint import CheckpointError, ConfigMismatchError  # heavy imports after parsing
     from lra.data_fingerprint import DataMismatchError
+    from lra.tracker import TrackerError
     from lra.train import NonFiniteError, train_and_evaluate
     from lra.workdir import WorkdirLockedError
 
@@ -137,8 +142,9 @@ def _main(argv: list[str] | None) -> int:
         record = train_and_evaluate(cfg, workdir, data_dir=data_dir, results_dir=args.results_dir,
                                     progress=not args.no_progress, force=args.force,
                                     xla_cpu_fusions=args.xla_cpu_fusions,
-                                    overrides=args.overrides)
-    except (tasks.DataError, NonFiniteError, CheckpointError, DataMismatchError) as err:
+                                    overrides=args.overrides, wandb_project=args.wandb)
+    except (tasks.DataError, NonFiniteError, CheckpointError, DataMismatchError,
+            TrackerError) as err:
         print(f"error: {one_line(err)}", file=sys.stderr)
         return 1
     except (ConfigMismatchError, WorkdirLockedError) as err:

@@ -218,6 +218,8 @@ def run_argv(cell: Cell, args: argparse.Namespace, workdir: Path) -> list[str]:
         argv += ["--set", pair]
     for key, value in cell.grid:
         argv += ["--set", f"{key}={value}"]
+    if args.wandb:
+        argv += ["--wandb", args.wandb]
     return argv
 
 
@@ -560,6 +562,8 @@ def parser() -> argparse.ArgumentParser:
                    help="an axis of the grid: every cell runs once per value (repeatable: the "
                         "axes multiply); at the end the values with the best mean validation "
                         "accuracy over seeds are chosen per task and family (lra/selection.py)")
+    p.add_argument("--wandb", default=None, metavar="PROJECT",
+                   help="passed on to every run (lra.run --wandb: also log to Weights & Biases)")
     p.add_argument("--select", action="store_true",
                    help="with --grid: run nothing, print the selection from the result files "
                         "already under --results-dir (e.g. after the shards of a grid finished)")

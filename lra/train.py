@@ -286,7 +286,8 @@ def params_digest(params) -> str:
 def train_and_evaluate(config: Config, workdir: Path, *, data_dir: Path,
                        results_dir: Path | None = None, progress: bool = True,
                        force: bool = False, xla_cpu_fusions: str = "auto",
-                       overrides: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:
+                       overrides: list[str] | tuple[str, ...] = (),
+                       wandb_project: str | None = None) -> dict[str, Any]:
     """Train ``config`` in ``workdir`` (resuming if it holds a checkpoint); return the result record.
 
     The result file is written under ``results_dir`` when one is given (process 0 only). A work
@@ -322,7 +323,8 @@ def train_and_evaluate(config: Config, workdir: Path, *, data_dir: Path,
                 workdir_lib.check_writable(results_dir)  # before step 1, not after training
             return _train(config, workdir, data_dir=data_dir, results_dir=results_dir,
                           progress=progress, opened=opened, stops=stops,
-                          xla_cpu_fusions=xla_cpu_fusions, overrides=list(overrides))
+                          xla_cpu_fusions=xla_cpu_fusions, overrides=list(overrides),
+                          wandb_project=wandb_project)
         except _Stopped as stop:
             for ckpt in opened:
                 ckpt.wait()
@@ -404,7 +406,8 @@ def _data(task: tasks.Task, data_dir: Path) -> tuple[list, tasks.Provenance, dic
 
 def _train(config: Config, workdir: Path, *, data_dir: Path, results_dir: Path | None,
            progress: bool, opened: list[Checkpoints], stops: stop_signals.StopSignals,
-           xla_cpu_fusions: str, overrides: list[str]) -> dict[str, Any]:
+           xla_cpu_fusions: str, overrides: list[str],
+           wandb_project: str | None = None) -> dict[str, Any]:
     started = time.perf_counter()
     source_commit = results.git_commit()  # the code that runs, before anything can change it
     t = config.train
@@ -452,9 +455,14 @@ def _train(config: Config, workdir: Path, *, data_dir: Path, results_dir: Path |
         return {"config": config.to_dict(), "history": asdict(history),
                 "data_fingerprint": fingerprint}
 
+    tracker = None
+    if wandb_project and jax.process_index() == 0:
+        from lra.tracker import Wandb  # optional: only when asked for
+
+        tracker = Wandb(wandb_project, workdir, name=workdir.name, config=config.to_dict())
     log = MetricsLog(workdir, resume_step=start, enabled=jax.process_index() == 0,
                      run={"task": config.task, "attention": config.attention,
-                          "preset": config.preset, "seed": config.seed})
+                          "preset": config.preset, "seed": config.seed}, tracker=tracker)
     at_chance = AtChance(1.0 / task.num_classes, t.chance_patience)
     bar = tqdm(total=t.num_steps, initial=start, desc=f"{config.task}/{config.attention}",
                disable=not progress or jax.process_index() != 0, dynamic_ncols=True,
