@@ -143,8 +143,9 @@ def read_jsonl(path: Path, dropped: list[int] | None = None) -> list[dict[str, A
             continue
         try:
             record = json.loads(line)
-            record["step"], record["split"]
-            int(record["step"])
+            step, _ = record["step"], record["split"]
+            if isinstance(step, bool) or not isinstance(step, int):
+                raise ValueError(f"step {step!r} is not an integer")
         except (json.JSONDecodeError, KeyError, TypeError, ValueError) as err:
             if number == len(lines):  # no newline after it: a torn write
                 break
