@@ -62,6 +62,7 @@ def test_result_file_schema(tiny_run):
         assert math.isfinite(r["final_loss"])
 
 
+@pytest.mark.slow
 def test_speed_memory_and_flops_arithmetic(tiny_run):
     _, _, rec = tiny_run
     by = {(r["attention"], r["length"]): r for r in rec["results"]}

@@ -53,6 +53,7 @@ def test_restored_checkpoints_score_what_training_recorded(trained):
     assert not list((res / "runs").glob("*__eval-*.json"))  # nothing written unless asked
 
 
+@pytest.mark.slow
 def test_write_result_marks_an_evaluation_of_the_run(trained, tmp_path, capsys):
     workdir, data, _ = trained
     run_file = Path(json.loads((workdir / "result.json").read_text())["result_file"]).name

@@ -202,6 +202,7 @@ def test_rerun_reports_the_existing_result_and_writes_nothing(finished, tmp_path
     assert sorted((results / "runs").iterdir()) == before
 
 
+@pytest.mark.slow
 def test_result_file_lost_between_the_two_writes_is_written_once(finished, tmp_path):
     work = tmp_path / "w"
     shutil.copytree(finished[0], work)
@@ -315,6 +316,7 @@ def test_deleted_last_checkpoints_are_reported(finished, tmp_path):
 # Bug 5 and SIGINT: a locked work directory; Ctrl-C saves like SIGTERM.
 
 
+@pytest.mark.slow
 def test_second_run_is_locked_out_and_sigint_saves_a_checkpoint_and_exits_75(base, tmp_path):
     """Ctrl-C checkpoints and exits 75 like SIGTERM (resumable; issue 25). Fails on main (130)."""
     work = tmp_path / "w"

@@ -4,6 +4,8 @@ bound the same matmuls give (``gemm`` lines of the peers file), with the wrapper
 import json
 import sys
 
+import pytest
+
 from lra.bench import peers
 from lra.bench import peers_harness as h
 from lra.leaderboard.peers import peers_section
@@ -68,6 +70,7 @@ def test_each_family_with_a_peer_names_its_dominant_matmuls():
     assert ("block logits", 1, (512, 64, 64, 128)) in peers.family_matmuls("sinkhorn", 4, 8, 1024, 64)
 
 
+@pytest.mark.slow
 def test_gemm_lines_and_the_projections_case(monkeypatch):
     """The "torch" side is this python's JAX again (no torch in the test venv): plumbing only."""
     monkeypatch.setattr(peers, "_GEMM_CHILD",

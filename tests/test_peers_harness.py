@@ -9,6 +9,8 @@ import math
 import subprocess
 import sys
 
+import pytest
+
 from lra.bench import peers
 from lra.bench import peers_harness as h
 
@@ -106,6 +108,7 @@ def test_the_harness_imports_no_framework_until_a_case_needs_one(tmp_path):
     assert listed["ours_softmax_kernel"]["available"] and set(listed) == set(h.PEERS)
 
 
+@pytest.mark.slow
 def test_our_jax_cases_through_the_wrapper_and_its_default_harness(tmp_path):
     """The real child protocol: a fresh process per case, JSON back, modes merged, probes kept."""
     out = tmp_path / "peers-cpu-x.jsonl"

@@ -3,6 +3,8 @@
 import json
 import sys
 
+import pytest
+
 from lra.bench import peers
 
 FAKE_HARNESS = '''
@@ -60,6 +62,7 @@ def test_missing_harness_or_python_is_a_clear_error(tmp_path, capsys):
     assert "create the peers venv" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_gemm_table_times_both_sides_and_reports_their_ratio(monkeypatch):
     """The table's GFLOP/s come from the shape's FLOPs and the better median of two rounds; here
     the "torch" side is this python's JAX again (torch is not in the test venv), so only the

@@ -77,6 +77,7 @@ def test_config_overrides_name_every_key_that_differs_from_the_preset():
     assert results.config_overrides(plain, [same]) == {"train.lr": plain.train.lr}
 
 
+@pytest.mark.slow
 def test_result_record_has_format_version_overrides_and_fingerprint(reference, data):
     """Fails on main: no format_version, no overrides (lra.run did not pass --set down), no
     data.fingerprint, and result_file was relative to the working directory."""
@@ -97,6 +98,7 @@ def test_result_record_has_format_version_overrides_and_fingerprint(reference, d
     assert (data / ".lra-fingerprints.json").is_file()  # the hash cache
 
 
+@pytest.mark.slow
 def test_resume_against_other_data_is_refused_in_one_line(reference, data, tmp_path):
     """Fails on main: the resume went on silently on the changed file."""
     other = tmp_path / "data"
@@ -150,6 +152,7 @@ def test_existing_run_with_another_results_dir_copies_its_result_there(reference
     assert json.loads(copied[0].read_text())["metrics"] == reference["metrics"]
 
 
+@pytest.mark.slow
 def test_disk_full_during_a_checkpoint_save_is_one_line(data, tmp_path, monkeypatch):
     """Fails on main: tensorstore's RESOURCE_EXHAUSTED for a full disk was reported as out of
     memory with batch-size advice. ENOSPC is faked in-process: the second save raises what orbax
@@ -230,6 +233,7 @@ def test_data_prepare_and_reproduce_name_a_path_that_is_a_file(tmp_path, capsys)
     assert err.count("\n") == 1 and "--results-dir" in err and "a-file is a file" in err
 
 
+@pytest.mark.slow
 def test_a_rerun_from_another_working_directory_finds_the_same_result(data, tmp_path, monkeypatch):
     """Fails on main: result.json named its result file relative to the first run's working
     directory, so the re-run from elsewhere wrote a second file under a folder never named."""
