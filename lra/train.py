@@ -315,6 +315,7 @@ def train_and_evaluate(config: Config, workdir: Path, *, data_dir: Path,
             done = workdir_lib.finished(workdir)
             if done is not None and not force:
                 check_same_config(done["config"], config.to_dict())
+                _check_same_data(done, config, workdir, data_dir)
                 return _existing(done, workdir, results_dir)
             if force and jax.process_index() == 0 and (moved := workdir_lib.move_aside(workdir)):
                 print(f"--force: the earlier run's files are moved to {moved}; training from "
@@ -347,6 +348,26 @@ def train_and_evaluate(config: Config, workdir: Path, *, data_dir: Path,
 
 def _under(path: Path, folder: Path) -> bool:
     return Path(path).absolute().is_relative_to(Path(folder).absolute())
+
+
+def _check_same_data(record: dict[str, Any], config: Config, workdir: Path, data_dir: Path) -> None:
+    """Refuse to report a completed run as the result of the data present now when it was made
+    on other data (``lra.data_fingerprint``; the sweep's skip check compares the same way). Files
+    the generator would make again may be absent; data that cannot be read at all without preparing
+    it is not compared (nothing is read, nothing is trained)."""
+    data = record.get("data") if isinstance(record.get("data"), dict) else {}
+    if not isinstance(data.get("fingerprint"), dict):
+        return  # a run from before fingerprints existed
+    try:
+        task = tasks.build(config.task, data_dir, **config.data)
+        now = data_fingerprint.fingerprint(task.provenance(), data_dir)
+    except (tasks.DataError, OSError):
+        return
+    differ = data_fingerprint.difference(data["fingerprint"], now, absent_ok_if_generated=True)
+    if differ:
+        raise data_fingerprint.DataMismatchError(
+            f"{workdir} holds a run completed on other data than the data now present ({differ}); "
+            f"use --force to train again on this data, or the data directory it was trained on")
 
 
 def _existing(record: dict[str, Any], workdir: Path, results_dir: Path | None) -> dict[str, Any]:

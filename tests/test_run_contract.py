@@ -124,6 +124,33 @@ def test_resume_against_other_data_is_refused_in_one_line(reference, data, tmp_p
     assert code == 0, err[-3000:]
 
 
+@pytest.mark.slow
+def test_completed_run_against_other_data_is_refused_in_one_line(reference, data, tmp_path):
+    """Fails on 040ea93: re-running a completed work directory reported its existing result
+    without comparing the data present now with the data the run was made on."""
+    other = tmp_path / "data"
+    shutil.copytree(data, other)
+    work = tmp_path / "w"
+    shutil.copytree(Path(reference["result_file"]).parents[2] / "reference", work)
+    (work / "lock").unlink()
+    fp = reference["data"]["fingerprint"]
+    name = next(n for n in fp["files"] if n.endswith("train.tsv"))
+    lines = (other / name).read_bytes().splitlines(keepends=True)
+    lines[1], lines[2] = lines[2], lines[1]  # same size, other bytes
+    (other / name).write_bytes(b"".join(lines))
+    args = _args(other, work, tmp_path / "results")
+    code, out, err = _run(*args)
+    assert code == 1, err[-3000:]
+    errors = [x for x in err.splitlines() if x.startswith("error:")]
+    assert len(errors) == 1 and "Traceback" not in err and "existing result" not in out
+    assert "other data" in errors[0] and name in errors[0] and "sha256" in errors[0]
+    assert "--force" in errors[0] and str(work) in errors[0]
+    assert not (tmp_path / "results").exists()  # nothing written for the other data
+    # the same data as the run's: the existing result is reported
+    code, out, err = _run(*_args(data, work, tmp_path / "results"))
+    assert code == 0 and "existing result" in out, err[-3000:]
+
+
 def test_force_moves_every_file_of_the_earlier_run_aside(reference, tmp_path):
     """Fails on main: tensorboard/ and sweep.log stayed behind."""
     work = tmp_path / "w"
