@@ -69,6 +69,36 @@ def test_a_v1_run_with_another_config_is_not_averaged_with_the_preset(tmp_path):
     assert "(2)" not in text.split("## Measured, modern")[0]
 
 
+def _on_data(record, sha, date="2026-01-01T00:00:00Z"):
+    out = _v2({**record, "date": date})
+    out["data"]["fingerprint"]["sha256"] = sha
+    return out
+
+
+def test_a_run_on_other_data_is_not_averaged_with_the_cell(tmp_path):
+    """Fails on 040ea93: a preset run and a same-config run on other data (another
+    data.fingerprint.sha256) were averaged into one cell as "2 seeds"."""
+    results = tmp_path / "results"
+    a, b = "1a2b3c4d" + "0" * 56, "9f8e7d6c" + "0" * 56
+    for seed, acc in ((0, 0.40), (1, 0.42)):
+        _write(results, f"a{seed}", _on_data(run_record("listops", "softmax", "small", seed, acc, acc), a))
+    _write(results, "linear", _on_data(run_record("listops", "linear", "small", 0, 0.3, 0.3), a))
+    # seed 2 and a newer seed 0 on other data: neither joins nor replaces the column's runs
+    _write(results, "b2", _on_data(run_record("listops", "softmax", "small", 2, 0.10, 0.10), b))
+    _write(results, "b0", _on_data(run_record("listops", "softmax", "small", 0, 0.12, 0.12), b,
+                                   "2026-03-01T00:00:00Z"))
+    text = leaderboard.render(results)
+    headline = text.split("Test accuracy at the best-validation step")[0]
+    assert "| softmax | **41.00 ± 1.41" in headline and "(2)** |" in _rows(headline, "softmax")[0]
+    assert "| softmax [data 9f8e7d6c] | 11.00 ± 1.41" in headline  # its own row, unranked
+    assert "Superseded" not in text
+    # a v1 run (no fingerprint) keeps its place in the preset's cell
+    _write(results, "v1", run_record("listops", "softmax", "small", 3, 0.44, 0.44))
+    runs = load.load_runs(results)
+    assert {r["_file"]: r["_row"] for r in runs if r["seed"] == 3} == {"v1.json": "softmax"}
+    assert {r["_row"] for r in runs} == {"softmax", "linear", "softmax [data 9f8e7d6c]"}
+
+
 def test_non_semantic_keys_and_the_cls_global_token_stay_in_the_cell(tmp_path):
     results = tmp_path / "results"
     a = run_record("listops", "local", "small", 0, 0.40, 0.40)
