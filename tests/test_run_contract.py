@@ -233,6 +233,25 @@ def test_a_signal_at_any_stage_exits_75_and_the_rerun_finishes_like_an_uninterru
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGINT"])
+def test_a_signal_while_the_modules_load_exits_75_and_the_rerun_finishes(data, tmp_path, signame):
+    """Fails on 040ea93: lra.run imported JAX and every family at module level, before main
+    installed the handler, so a signal then killed the process (-15 for SIGTERM; SIGINT: a
+    KeyboardInterrupt traceback). The hook sends the signal 50 ms after main starts, while the
+    families load; on 040ea93 there was no such stage and the run was not stopped at all."""
+    cmd = [sys.executable, "-m", "lra.run", *_args(data, tmp_path / "w", tmp_path / "results")]
+    stopped = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
+                             env=cli_env(1, LRA_TEST_SIGNAL_AT=f"import:{signame}"))
+    assert stopped.returncode == 75, stopped.stderr[-3000:]
+    lines = stopped.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"{signame}: stopped while starting"), lines
+    assert not (tmp_path / "w").exists()  # nothing read, nothing written
+    again = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=cli_env(1))
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert (tmp_path / "w" / "result.json").is_file()
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("signame", ["SIGINT", "SIGUSR2"])
 def test_sigint_and_sigusr2_in_training_exit_75(reference, data, tmp_path, signame):
     """Fails on main: SIGINT exited 130 and SIGUSR2 killed the run."""
