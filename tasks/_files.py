@@ -26,6 +26,7 @@ import concurrent.futures
 import contextlib
 import multiprocessing
 import os
+import signal
 import sys
 import zipfile
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -54,15 +55,19 @@ def default_workers() -> int:
 
 def _die_with_parent(parent: int) -> None:
     """Worker initializer: end this worker when the process that started it dies, even by
-    ``kill -9`` (Linux: the kernel sends SIGKILL; elsewhere a worker outlives a killed parent)."""
+    ``kill -9`` (Linux: the kernel sends SIGKILL; elsewhere a worker outlives a killed parent),
+    and leave SIGINT and SIGTERM to the parent."""
     if sys.platform.startswith("linux"):
         import ctypes
-        import signal
 
         pr_set_pdeathsig = 1
         ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
     if os.getppid() != parent:  # the parent died before the prctl took effect
         os._exit(1)
+    # Ctrl-C and a scheduler's SIGTERM reach the whole process group: the parent decides (it
+    # stops the pool), so that a worker prints no KeyboardInterrupt traceback of its own.
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, signal.SIG_IGN)
 
 
 def ordered_map(fn: Callable[..., Any], arguments: Iterable[tuple], workers: int,
