@@ -270,6 +270,10 @@ def _main(argv: list[str] | None, stops) -> int:
         print(f"error: --batch-size must be >= 1, got {args.batch_size}", file=sys.stderr)
         return 2
     try:
+        if args.write_result:  # before the evaluation, not after
+            from lra import workdir as workdir_lib
+
+            workdir_lib.check_writable(args.results_dir)
         out = evaluate(args.workdir, checkpoint=args.checkpoint, split=args.split,
                        batch_size=args.batch_size, data_dir=args.data_dir,
                        progress=not args.no_progress, allow_other_data=args.allow_other_data,
@@ -279,8 +283,9 @@ def _main(argv: list[str] | None, stops) -> int:
     except EvaluateError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
-    except OSError as err:
-        print(f"error: {' '.join(str(err).split())}", file=sys.stderr)
+    except OSError as err:  # permission denied, disk full, a file where a folder goes
+        where = f" ({err.filename})" if err.filename else ""
+        print(f"error: {' '.join(str(err.strerror or err).split())}{where}", file=sys.stderr)
         return 1
     cfg = out["config"]
     print(f"{cfg['task']}/{cfg['attention']} ({cfg['preset']}, {cfg.get('protocol', 'lra')} "

@@ -28,6 +28,7 @@ import multiprocessing
 import os
 import signal
 import sys
+import tempfile
 import zipfile
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -37,7 +38,7 @@ import numpy as np
 
 from tasks import DataError
 
-__all__ = ["TSV_CACHE_VERSION", "default_workers", "format_duration", "load_arrays",
+__all__ = ["TSV_CACHE_VERSION", "check_writable", "default_workers", "format_duration", "load_arrays",
            "ordered_map", "parsed_tsv", "remove_stale_temps", "replacing", "save_arrays",
            "temp_path", "write_atomic"]
 
@@ -121,6 +122,20 @@ def replacing(paths: Sequence[Path]) -> Iterator[list[Path]]:
     finally:
         for temp in temps:
             temp.unlink(missing_ok=True)
+
+
+def check_writable(folder: Path) -> None:
+    """Create ``folder`` and prove a file can be written in it (then remove the file): before
+    minutes of generating, not after. Raises the ``OSError`` (permission denied, read-only, ...)
+    naming the folder."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=".write-test.")
+    except OSError as err:
+        raise type(err)(err.errno, err.strerror, str(folder)) from None
+    os.close(fd)
+    os.unlink(probe)
 
 
 def write_atomic(path: Path, data: bytes, *, sync: bool = False) -> None:
