@@ -501,3 +501,24 @@ def test_a_registered_task_beyond_lras_six_gets_its_column(tmp_path, monkeypatch
     assert skipped == []
     assert "| attention | listops | text | retrieval | image | pathfinder | pathx | copytask |" in text
     assert "| softmax | **40.00 (1)** | — | — | — | — | — | **90.00 (1)** |" in text
+
+
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGINT"])
+def test_a_signal_while_the_leaderboard_writes_exits_75_and_cuts_no_file(tmp_path, signame):
+    """Fails on 040ea93 (exit 0: there was no such hook; an outside SIGTERM killed it, -15, and
+    SIGINT gave a KeyboardInterrupt traceback), and each output was written in place, so a signal
+    mid-write could leave a cut-short LEADERBOARD.md. The hook sends the signal just before the
+    outputs are written."""
+    import sys
+
+    results = tmp_path / "results"
+    _write(results, "good", _good())
+    (results / "LEADERBOARD.md").write_text("the earlier page\n")
+    env = {**os.environ, "LRA_TEST_SIGNAL_AT": f"write:{signame}"}
+    done = subprocess.run([sys.executable, "-m", "lra.leaderboard", "--results-dir", str(results)],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 75, done.stderr[-2000:]
+    assert done.stderr.strip().splitlines() == [
+        f"{signame}: stopped; every file is whole (written or as before); re-run the same command"]
+    assert (results / "LEADERBOARD.md").read_text() == "the earlier page\n"
+    assert not list(results.glob(".*.tmp"))
