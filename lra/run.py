@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import errno
-import os
 import sys
 from pathlib import Path
 
@@ -144,7 +143,12 @@ def _main(argv: list[str] | None, stops: stop_signals.StopSignals) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
 
-    from lra.checkpoint import CheckpointError, ConfigMismatchError  # heavy imports after parsing
+    from lra.checkpoint import (  # heavy imports after parsing
+        CheckpointError,
+        ConfigMismatchError,
+        disk_full,
+        quiet_background_errors,
+    )
     from lra.data_fingerprint import DataMismatchError
     from lra.tracker import TrackerError
     from lra.train import NonFiniteError, train_and_evaluate
@@ -169,11 +173,14 @@ def _main(argv: list[str] | None, stops: stop_signals.StopSignals) -> int:
               f"are kept", file=sys.stderr)
         return 130
     except OSError as err:
+        if disk_full(err):
+            quiet_background_errors()
         print(f"error: {os_error_message(err, workdir)}", file=sys.stderr)
         return 1
     except Exception as err:  # jax.errors.JaxRuntimeError is a RuntimeError; orbax wraps OSErrors
         # Disk full first: tensorstore reports it as RESOURCE_EXHAUSTED, which is not memory.
         if disk_full(err):
+            quiet_background_errors()
             print(f"error: disk full while saving checkpoint to {workdir / 'checkpoints'} "
                   f"({disk_full(err)}); the last verified checkpoint is kept, re-run the same "
                   f"command to resume once there is space", file=sys.stderr)
@@ -197,31 +204,6 @@ def _main(argv: list[str] | None, stops: stop_signals.StopSignals) -> int:
     if "result_file" in record:
         print(f"result: {record['result_file']}")
     return 0
-
-
-_FULL = {errno.ENOSPC: "no space left on device", errno.EDQUOT: "disk quota exceeded",
-         errno.EFBIG: "file too large"}
-
-
-def disk_full(err: BaseException) -> str:
-    """What filled up ("" if nothing did), from the exception chain (``__cause__``,
-    ``__context__``, an ``ExceptionGroup``'s members) or the messages: orbax and tensorstore
-    wrap the OSError, sometimes into text only."""
-    seen, todo = set(), [err]
-    while todo:
-        e = todo.pop()
-        if e is None or id(e) in seen:
-            continue
-        seen.add(id(e))
-        if isinstance(e, OSError) and e.errno in _FULL:
-            return _FULL[e.errno]
-        text = str(e)
-        for code, what in _FULL.items():
-            if os.strerror(code) in text or f"errno {code}" in text.lower() \
-                    or f"[Errno {code}]" in text:
-                return what
-        todo += [e.__cause__, e.__context__, *getattr(e, "exceptions", ())]
-    return ""
 
 
 def one_line(err: BaseException) -> str:

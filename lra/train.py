@@ -17,6 +17,7 @@ across devices like the parameters).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import math
 import sys
@@ -37,7 +38,13 @@ from tqdm.auto import tqdm
 import tasks
 from lra import data_fingerprint, results, sharding, stop_signals, xla_cpu
 from lra import workdir as workdir_lib
-from lra.checkpoint import CheckpointError, Checkpoints, check_same_config
+from lra.checkpoint import (
+    CheckpointError,
+    Checkpoints,
+    check_same_config,
+    disk_full,
+    quiet_background_errors,
+)
 from lra.config import Config
 from lra.data_pipeline import TrainBatches, eval_batches
 from lra.encoder import build_model
@@ -327,12 +334,16 @@ def train_and_evaluate(config: Config, workdir: Path, *, data_dir: Path,
             return {"status": "preempted", "signal": stop.args[0], "step": None}
         except BaseException:
             # Disk full, a second Ctrl-C, ...: let the saves under way complete and be verified,
-            # so that a re-run resumes from them; the original error is the one reported.
+            # so that a re-run resumes from them, and end orbax's writer threads (left running,
+            # they fail noisily at interpreter shutdown); the original error is the one reported.
+            if opened and disk_full(sys.exc_info()[1]):
+                quiet_background_errors()  # the error is reported once, by the caller
             for ckpt in opened:
-                try:
-                    ckpt.wait()
-                except BaseException:
-                    pass
+                for end in (ckpt.wait, ckpt.close):
+                    try:
+                        end()
+                    except BaseException:
+                        pass
             raise
         finally:
             if lock is not None:
@@ -529,13 +540,28 @@ def _loop(s: _Session, state, history: History, stops: stop_signals.StopSignals,
     """Train from the state's step to ``train.num_steps``, or to the first stop signal; validate
     and checkpoint on the way. Returns (state, step, "completed" or "preempted", the open log)."""
     t, config = s.config.train, s.config
-    data_sharding = sharding.batch_sharding(s.mesh)
     start = int(state["step"])
     log = _metrics_log(s, start, wandb_project)
-    at_chance = AtChance(1.0 / s.task.num_classes, t.chance_patience)
     bar = tqdm(total=t.num_steps, initial=start, desc=f"{config.task}/{config.attention}",
                disable=not progress or jax.process_index() != 0, dynamic_ncols=True,
                mininterval=1.0, file=sys.stderr)
+    try:
+        state, step, status = _steps(s, state, history, stops, log, bar, start)
+    except BaseException:
+        with contextlib.suppress(Exception):  # a full disk cannot take the last events either
+            log.close()
+        raise
+    s.ckpt.wait()
+    s.ckpt.close()
+    return state, step, status, log
+
+
+def _steps(s: _Session, state, history: History, stops: stop_signals.StopSignals,
+           log: MetricsLog, bar, start: int) -> tuple[Any, int, str]:
+    """``_loop``'s steps: train, log, validate, checkpoint; the last save is started here."""
+    t = s.config.train
+    data_sharding = sharding.batch_sharding(s.mesh)
+    at_chance = AtChance(1.0 / s.task.num_classes, t.chance_patience)
     status, last_saved, step = "completed", start, start
     while step < t.num_steps:
         s.ckpt.record_checksums()  # of the saves completed in the background
@@ -571,9 +597,7 @@ def _loop(s: _Session, state, history: History, stops: stop_signals.StopSignals,
     s.tick(history)
     if step != last_saved:
         s.ckpt.save("last", step, state, s.meta(history))
-    s.ckpt.wait()
-    s.ckpt.close()
-    return state, step, status, log
+    return state, step, status
 
 
 def _metrics_log(s: _Session, start: int, wandb_project: str | None) -> MetricsLog:
