@@ -99,7 +99,8 @@ FAST = {
 }
 
 
-@pytest.mark.parametrize("case", list(FAST))
+@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.slow) if c.startswith("reproduce")
+                                  else c for c in FAST])  # reproduce: about 4 s
 def test_a_path_it_cannot_write_is_one_line(place, case):
     locked, ok = place
     module, *args = (a.format(locked=locked, ok=ok) for a in FAST[case])
