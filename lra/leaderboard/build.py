@@ -129,6 +129,9 @@ def replace_file(path: Path, data: bytes) -> None:
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # as a plain open() makes it (mkstemp's is 0600)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
