@@ -18,9 +18,13 @@ next save.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
+import logging
 import os
+import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +32,93 @@ import jax
 import orbax.checkpoint as ocp
 
 from lra.config import flatten, with_protocol
+
+_FULL = {errno.ENOSPC: "no space left on device", errno.EDQUOT: "disk quota exceeded",
+         errno.EFBIG: "file too large"}
+
+
+def disk_full(err: BaseException) -> str:
+    """What filled up ("" if nothing did), from the exception chain (``__cause__``,
+    ``__context__``, an ``ExceptionGroup``'s members) or the messages: orbax and tensorstore
+    wrap the OSError, sometimes into text only."""
+    seen, todo = set(), [err]
+    while todo:
+        e = todo.pop()
+        if e is None or id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, OSError) and e.errno in _FULL:
+            return _FULL[e.errno]
+        text = str(e)
+        for code, what in _FULL.items():
+            if os.strerror(code) in text or f"errno {code}" in text.lower() \
+                    or f"[Errno {code}]" in text:
+                return what
+        todo += [e.__cause__, e.__context__, *getattr(e, "exceptions", ())]
+    return ""
+
+
+class _QuietDiskFull(logging.Filter):
+    """Drops the error records of orbax's background writers (logged through absl, each with a
+    traceback: more than a thousand lines on a real full disk) whose exception is a full disk. The
+    save's error still reaches the main thread (``wait``, the next ``save``), where ``lra.run``
+    reports it in one line naming the full disk and the checkpoint kept."""
+
+    everything = False  # set by ``quiet_background_errors``
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.ERROR:
+            return True
+        if self.everything:
+            return False
+        err = record.exc_info[1] if record.exc_info else None
+        return not disk_full(err if err is not None else RuntimeError(record.getMessage()))
+
+
+_QUIET = _QuietDiskFull()
+_LOGGERS = ("absl", "asyncio")  # orbax logs through absl; its writers' coroutines through asyncio
+
+
+def quiet_background_errors() -> None:
+    """Once a failed save is being reported (``lra.run``'s one line, ``lra.train`` ending its
+    checkpoints after the failure): also drop what the writer threads say as the process ends (a
+    write that fails at interpreter shutdown, a closed handle, any error record of orbax)."""
+    _QUIET.everything = True
+
+
+def _writers_failing(err: BaseException | None) -> bool:
+    """An exception of orbax's or tensorstore's writer threads and callbacks after a full disk
+    (or, after ``quiet_background_errors``, after any reported failure)."""
+    text = str(err)
+    if disk_full(err) or "Event loop is closed" in text:  # tensorstore's callback, loop gone
+        return True
+    return _QUIET.everything and ("after interpreter shutdown" in text
+                                  or "handle is closed" in text)
+
+
+def _install_hooks() -> None:
+    """Tracebacks of the writers' exceptions bypass logging: tensorstore's callbacks print through
+    ``sys.excepthook``, threads through ``threading.excepthook``, tensorboardX's exit-time close
+    through ``sys.unraisablehook``. Those that ``_writers_failing`` names are dropped (the save's
+    error reaches the main thread, which reports it once); any other still prints."""
+    if getattr(sys.excepthook, "_lra", False):
+        return
+    excepthook, thread_hook, unraisable = sys.excepthook, threading.excepthook, sys.unraisablehook
+
+    def on_exception(kind, err, tb):
+        if not _writers_failing(err):
+            excepthook(kind, err, tb)
+
+    def on_thread(args):
+        if not _writers_failing(args.exc_value):
+            thread_hook(args)
+
+    def on_unraisable(u):
+        if not _writers_failing(u.exc_value):
+            unraisable(u)
+
+    on_exception._lra = True
+    sys.excepthook, threading.excepthook, sys.unraisablehook = on_exception, on_thread, on_unraisable
 
 
 class ConfigMismatchError(RuntimeError):
@@ -64,6 +155,10 @@ class Checkpoints:
         self.managers = {"last": _manager(self.root / "last", 2), "best": _manager(self.root / "best", 1)}
         self.last, self.best = self.managers["last"], self.managers["best"]
         self._pending: list[tuple[str, int]] = []  # saves whose checksum is not written yet
+        for name in _LOGGERS:
+            if _QUIET not in logging.getLogger(name).filters:
+                logging.getLogger(name).addFilter(_QUIET)
+        _install_hooks()
 
     def steps(self, which: str = "last") -> list[int]:
         return sorted(self.managers[which].all_steps())

@@ -102,6 +102,23 @@ def draw(workdirs: list[Path], metric: str) -> bytes:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Exit status: 0 written, 1 a bad work directory or metrics file or an --out it cannot
+    write, 2 a bad command line, 75 stopped by SIGTERM, SIGINT or SIGUSR2 (--out is written whole
+    or not at all)."""
+    from lra import stop_signals
+
+    with stop_signals.raising():
+        try:
+            return _main(argv)
+        except stop_signals.Stopped as stop:
+            print(f"{stop.args[0]}: stopped; nothing written; re-run the same command",
+                  file=sys.stderr)
+            return stop_signals.EXIT_RESUMABLE
+
+
+def _main(argv: list[str] | None) -> int:
+    from lra.leaderboard.build import replace_file
+
     p = argparse.ArgumentParser(prog="python -m lra.curves", description=__doc__.split("\n")[0])
     p.add_argument("workdirs", nargs="+", type=Path, metavar="WORKDIR",
                    help="work directories of `python -m lra.run` (each holds metrics.jsonl)")
@@ -113,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         check_output(out)
         png = draw(args.workdirs, args.metric)
-        out.write_bytes(png)
+        replace_file(out, png)
     except CurvesError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1

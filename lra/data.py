@@ -10,8 +10,12 @@ looks for it.
     python -m lra.data fetch-release [--out DIR] [--url URL] [--sha256 HEX]   # the official archive
 
 The data directory is ``--data-dir``, else ``$LRA_DATA_DIR``, else ``~/.cache/lra``
-(``default_data_dir()``). Errors a user can fix (bad data, unknown task, bad option) print one line
-to stderr and exit with status 2.
+(``default_data_dir()``). Exit status: 0 done; 1 a path that cannot be written (disk full,
+permission denied, a file where a folder goes); 2 errors a user can fix (bad data, unknown task,
+bad option, bad command line); 75 stopped by SIGTERM, SIGINT or SIGUSR2: what was complete is
+kept, nothing half-written is left to be trusted (every file is written under a temporary name and
+renamed once complete; ListOps renames its three files together at the end, Pathfinder a batch's
+metadata after its images), and the same command goes on. Every failure is one line on stderr.
 """
 
 from __future__ import annotations
@@ -158,7 +162,25 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from lra import stop_signals
+
     args = build_parser().parse_args(argv)
+    # Nothing here holds state a raise could corrupt: the first stop signal raises where the
+    # command is (the generators' worker processes ignore it and end with their pool).
+    with stop_signals.raising() as stops:
+        try:
+            stop_signals.test_hook("generate")
+            return _run(args)
+        except BaseException as err:
+            if stops.requested is None or isinstance(err, SystemExit):
+                raise
+            # a worker ended by the same signal (a BrokenProcessPool) is that stop too
+            print(f"{stops.requested}: stopped; the files already complete are kept, nothing "
+                  f"half-written is; re-run the same command to go on", file=sys.stderr)
+            return stop_signals.EXIT_RESUMABLE
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         args.run(args)
     except (tasks.DataError, tasks.UnknownTaskError, UsageError, config_lib.ConfigError) as err:

@@ -17,8 +17,9 @@ size and mtime): a file whose size or modification time changed is hashed again;
 a cache (unreadable or unwritable: everything is hashed, nothing fails).
 
 A checkpoint stores the fingerprint of the data it was trained on, the result file the one the
-run finished on; a resume, ``lra.sweep``'s skip check and ``lra.evaluate`` compare it with the data
-present now (``difference``) and refuse on a mismatch, naming the first difference in one line.
+run finished on; a resume, a completed run's re-run, ``lra.sweep``'s skip check and
+``lra.evaluate`` compare it with the data present now (``difference``) and refuse on a mismatch,
+naming the first difference in one line.
 """
 
 from __future__ import annotations

@@ -19,8 +19,10 @@ and ``lra.sweep``'s skip check leave it out.
 
 Exit status: 0 done, 1 the checkpoint cannot be used (none, damaged, written by another code version
 or for data that cannot be rebuilt, trained on other data than the data present: its data
-fingerprint, unless ``--allow-other-data``), or a path of the wrong kind, 2 bad command line.
-Every failure is one line on stderr.
+fingerprint, unless ``--allow-other-data``), or a path of the wrong kind, 2 bad command line, 75
+stopped by SIGTERM, SIGINT or SIGUSR2 (``lra.stop_signals``: the handler sets a flag, looked at
+after the data is read, after the checkpoint is restored and between batches; nothing is written,
+the same command starts again). Every failure is one line on stderr.
 """
 
 from __future__ import annotations
@@ -98,12 +100,14 @@ def _config(saved: Any, where: Path):
 
 def evaluate(workdir: Path, *, checkpoint: str = "last", split: str = "test",
              batch_size: int | None = None, data_dir: Path | None = None,
-             progress: bool = True, allow_other_data: bool = False) -> dict[str, Any]:
+             progress: bool = True, allow_other_data: bool = False,
+             stops=None) -> dict[str, Any]:
     """Restore ``workdir``'s newest verified ``checkpoint`` and evaluate ``split``.
 
     The data evaluated must be the data the checkpoint was trained on (its stored fingerprint,
     ``lra.data_fingerprint``; a checkpoint written before fingerprints existed is not checked),
-    unless ``allow_other_data``.
+    unless ``allow_other_data``. ``stops``: a ``lra.stop_signals.StopSignals`` whose signal
+    raises ``Stopped`` at the next safe point (after the data, after restoring, between batches).
 
     Returns {accuracy, loss, examples, step, checkpoint, split, batch_size, config (a dict)}.
     Raises ``EvaluateError`` with a one-line message for anything that makes the checkpoint unusable.
@@ -125,12 +129,17 @@ def evaluate(workdir: Path, *, checkpoint: str = "last", split: str = "test",
     from tqdm.auto import tqdm
 
     import tasks
-    from lra import data_fingerprint, sharding
+    from lra import data_fingerprint, sharding, stop_signals
     from lra.checkpoint import CheckpointError, Checkpoints
     from lra.data import default_data_dir
     from lra.data_pipeline import eval_batches
     from lra.train import create_train_state, make_eval_step
 
+    def safe_point(stage: str) -> None:
+        if stops is not None:
+            stop_signals.check(stops, stage)
+
+    safe_point("start")
     ckpt = Checkpoints(workdir)
     try:
         step = _pick_step(ckpt, checkpoint)
@@ -149,6 +158,7 @@ def evaluate(workdir: Path, *, checkpoint: str = "last", split: str = "test",
             raise EvaluateError(f"{where} was trained on other data than the data in {data_dir} "
                                 f"({differ}); --allow-other-data evaluates it anyway")
         source = task.source(split)
+        safe_point("setup")
         if len(source) == 0:
             raise EvaluateError(f"the {split} split of {cfg.task} is empty")
         mesh = sharding.make_mesh()
@@ -169,6 +179,7 @@ def evaluate(workdir: Path, *, checkpoint: str = "last", split: str = "test",
         raise EvaluateError(" ".join(str(err).split())) from None
     finally:
         ckpt.close()
+    safe_point("restore")
 
     repl, data_sharding = sharding.replicated(mesh), sharding.batch_sharding(mesh)
     eval_step = jax.jit(make_eval_step(setup.graphdef),
@@ -180,6 +191,7 @@ def evaluate(workdir: Path, *, checkpoint: str = "last", split: str = "test",
                mininterval=1.0, file=sys.stderr, leave=False)
     for b in eval_batches(source, batch, process_index=jax.process_index(),
                           process_count=jax.process_count()):
+        safe_point("eval")
         out = eval_step(state["params"], state["batch_stats"], setup.rest,
                         sharding.to_global(b, data_sharding))
         for k in sums:
@@ -238,20 +250,42 @@ def write_result(out: dict[str, Any], workdir: Path, results_dir: Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from lra import stop_signals
+
+    # Before JAX is imported: from here a stop signal sets a flag, looked at at safe points.
+    with stop_signals.handling() as stops:
+        try:
+            return _main(argv, stops)
+        except stop_signals.Stopped as stop:
+            print(f"{stop.args[0]}: stopped before the evaluation finished; nothing was written; "
+                  f"re-run the same command", file=sys.stderr)
+            return stop_signals.EXIT_RESUMABLE
+
+
+def _main(argv: list[str] | None, stops) -> int:
+    from lra import stop_signals
+
     args = parser().parse_args(argv)
     if args.batch_size is not None and args.batch_size < 1:
         print(f"error: --batch-size must be >= 1, got {args.batch_size}", file=sys.stderr)
         return 2
     try:
+        if args.write_result:  # before the evaluation, not after
+            from lra import workdir as workdir_lib
+
+            workdir_lib.check_writable(args.results_dir)
         out = evaluate(args.workdir, checkpoint=args.checkpoint, split=args.split,
                        batch_size=args.batch_size, data_dir=args.data_dir,
-                       progress=not args.no_progress, allow_other_data=args.allow_other_data)
+                       progress=not args.no_progress, allow_other_data=args.allow_other_data,
+                       stops=stops)
+        stop_signals.check(stops, "write")
         path = write_result(out, args.workdir, args.results_dir) if args.write_result else None
     except EvaluateError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
-    except OSError as err:
-        print(f"error: {' '.join(str(err).split())}", file=sys.stderr)
+    except OSError as err:  # permission denied, disk full, a file where a folder goes
+        where = f" ({err.filename})" if err.filename else ""
+        print(f"error: {' '.join(str(err.strerror or err).split())}{where}", file=sys.stderr)
         return 1
     cfg = out["config"]
     print(f"{cfg['task']}/{cfg['attention']} ({cfg['preset']}, {cfg.get('protocol', 'lra')} "

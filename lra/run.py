@@ -18,18 +18,21 @@ from __future__ import annotations
 
 import argparse
 import errno
-import os
 import sys
 from pathlib import Path
 
-import attention
-import tasks
-from lra import config as config_lib
-from lra import sharding
-from lra.data import default_data_dir
+from lra import stop_signals
+
+# Everything else is imported inside the functions: ``main`` installs the stop-signal handler
+# first, so that a signal while JAX and the families load sets a flag instead of killing the
+# process (``main`` then exits 75).
 
 
 def parser() -> argparse.ArgumentParser:
+    import attention
+    import tasks
+    from lra import config as config_lib
+
     task_names, attn_names = tasks.available(), attention.available()
     p = argparse.ArgumentParser(
         prog="python -m lra.run",
@@ -81,17 +84,20 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def resolve_config(args: argparse.Namespace) -> config_lib.Config:
-    """The run's resolved config from its parsed flags (``lra.sweep`` resolves each cell here too,
-    so a flag that changes the config is compared by the sweep's skip check without more code).
-    Raises ``ConfigError`` or ``ValueError`` with a one-line message."""
+def resolve_config(args: argparse.Namespace):
+    """The run's resolved config (``lra.config.Config``) from its parsed flags (``lra.sweep``
+    resolves each cell here too, so a flag that changes the config is compared by the sweep's skip
+    check without more code). Raises ``ConfigError`` or ``ValueError`` with a one-line message."""
+    import attention
+    from lra import config as config_lib
+
     cfg = config_lib.load(args.task, args.attn, preset=args.preset, seed=args.seed,
                           overrides=args.overrides, protocol=args.protocol)
     attention.check_options(cfg.attention, cfg.attn)
     return cfg
 
 
-def workdir_name(cfg: config_lib.Config) -> str:
+def workdir_name(cfg) -> str:
     """The default work directory's name under ``workdirs/`` (``lra.sweep`` uses the same); runs of
     the modern protocol get their own (``...-<preset>-modern-seed<N>``)."""
     protocol = "" if cfg.protocol == "lra" else f"-{cfg.protocol}"
@@ -99,17 +105,24 @@ def workdir_name(cfg: config_lib.Config) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from lra import stop_signals
-
     # Before the heavy imports: from here a stop signal only sets a flag (``lra.stop_signals``).
-    with stop_signals.handling():
-        return _main(argv)
+    with stop_signals.handling() as stops:
+        stop_signals.test_hook("import")
+        return _main(argv, stops)
 
 
-def _main(argv: list[str] | None) -> int:
-    from lra import stop_signals
+def _main(argv: list[str] | None, stops: stop_signals.StopSignals) -> int:
+    p = parser()  # imports JAX and every family
+    if stops.requested:
+        print(f"{stops.requested}: stopped while starting, before anything was read or trained; "
+              f"re-run the same command", file=sys.stderr)
+        return stop_signals.EXIT_RESUMABLE
+    import tasks
+    from lra import config as config_lib
+    from lra import sharding
+    from lra.data import default_data_dir
 
-    args = parser().parse_args(argv)
+    args = p.parse_args(argv)
     try:
         cfg = resolve_config(args)
     except (config_lib.ConfigError, ValueError) as err:
@@ -130,7 +143,12 @@ def _main(argv: list[str] | None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
 
-    from lra.checkpoint import CheckpointError, ConfigMismatchError  # heavy imports after parsing
+    from lra.checkpoint import (  # heavy imports after parsing
+        CheckpointError,
+        ConfigMismatchError,
+        disk_full,
+        quiet_background_errors,
+    )
     from lra.data_fingerprint import DataMismatchError
     from lra.tracker import TrackerError
     from lra.train import NonFiniteError, train_and_evaluate
@@ -155,11 +173,14 @@ def _main(argv: list[str] | None) -> int:
               f"are kept", file=sys.stderr)
         return 130
     except OSError as err:
+        if disk_full(err):
+            quiet_background_errors()
         print(f"error: {os_error_message(err, workdir)}", file=sys.stderr)
         return 1
     except Exception as err:  # jax.errors.JaxRuntimeError is a RuntimeError; orbax wraps OSErrors
         # Disk full first: tensorstore reports it as RESOURCE_EXHAUSTED, which is not memory.
         if disk_full(err):
+            quiet_background_errors()
             print(f"error: disk full while saving checkpoint to {workdir / 'checkpoints'} "
                   f"({disk_full(err)}); the last verified checkpoint is kept, re-run the same "
                   f"command to resume once there is space", file=sys.stderr)
@@ -183,31 +204,6 @@ def _main(argv: list[str] | None) -> int:
     if "result_file" in record:
         print(f"result: {record['result_file']}")
     return 0
-
-
-_FULL = {errno.ENOSPC: "no space left on device", errno.EDQUOT: "disk quota exceeded",
-         errno.EFBIG: "file too large"}
-
-
-def disk_full(err: BaseException) -> str:
-    """What filled up ("" if nothing did), from the exception chain (``__cause__``,
-    ``__context__``, an ``ExceptionGroup``'s members) or the messages: orbax and tensorstore
-    wrap the OSError, sometimes into text only."""
-    seen, todo = set(), [err]
-    while todo:
-        e = todo.pop()
-        if e is None or id(e) in seen:
-            continue
-        seen.add(id(e))
-        if isinstance(e, OSError) and e.errno in _FULL:
-            return _FULL[e.errno]
-        text = str(e)
-        for code, what in _FULL.items():
-            if os.strerror(code) in text or f"errno {code}" in text.lower() \
-                    or f"[Errno {code}]" in text:
-                return what
-        todo += [e.__cause__, e.__context__, *getattr(e, "exceptions", ())]
-    return ""
 
 
 def one_line(err: BaseException) -> str:

@@ -26,22 +26,33 @@ SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR2)
 TEST_HOOK = "LRA_TEST_SIGNAL_AT"  # "<stage>[:<SIGNAL>]": tests send a signal to the run at a stage
 
 
+class Stopped(BaseException):
+    """A stop signal, raised at a safe point (``check``), or by the handler itself under
+    ``raising``; ``args[0]`` is the signal's name. A BaseException: no ``except Exception`` on
+    the way swallows it."""
+
+
 class StopSignals:
     """A flag set by SIGTERM, SIGINT or SIGUSR2; one per process (``install`` returns it).
 
     A second SIGINT (Ctrl-C pressed twice) restores Python's default handler, so that a third one
-    interrupts at once (KeyboardInterrupt) wherever the program is.
+    interrupts at once (KeyboardInterrupt) wherever the program is. With ``raise_at_once`` (set by
+    ``raising``) the first signal also raises ``Stopped`` where the program is.
     """
 
     def __init__(self):
         self.requested: str | None = None
+        self.raise_at_once = False
         self._previous: dict[int, Any] = {}
 
     def _handle(self, signum, frame):
         name = signal.Signals(signum).name
         if self.requested == "SIGINT" and name == "SIGINT":
             signal.signal(signal.SIGINT, signal.default_int_handler)
+        first = self.requested is None
         self.requested = self.requested or name
+        if first and self.raise_at_once:
+            raise Stopped(name)
 
     def install(self) -> StopSignals:
         if threading.current_thread() is not threading.main_thread():
@@ -76,19 +87,44 @@ def handling() -> Iterator[StopSignals]:
             _FIRED.clear()
 
 
+@contextlib.contextmanager
+def raising() -> Iterator[StopSignals]:
+    """``handling``, but the first stop signal raises ``Stopped`` wherever the program is: for
+    commands that hold no state a raise could corrupt (``lra.data``: pure Python, and every file
+    is written under a temporary name and renamed once complete). Never around XLA: a raise out of
+    compilation can end in a segmentation fault."""
+    with handling() as stops:
+        stops.raise_at_once = True
+        try:
+            yield stops
+        finally:
+            stops.raise_at_once = False
+
+
+def check(stops: StopSignals, stage: str) -> None:
+    """A safe point: raise ``Stopped`` if a stop signal came (after ``test_hook(stage)``)."""
+    test_hook(stage)
+    if stops.requested:
+        raise Stopped(stops.requested)
+
+
 _FIRED: set[str] = set()
+
+
+LATER = ("compile", "import", "generate")  # stages whose signal comes from a thread, 50 ms later
 
 
 def test_hook(stage: str) -> None:
     """Send the signal named in ``$LRA_TEST_SIGNAL_AT`` to this process when ``stage`` matches
-    (``compile`` sends it from a thread 50 ms later, while the step compiles). For tests only."""
+    (``compile``, ``import`` and ``generate`` send it from a thread 50 ms later, while the step
+    compiles, the modules load or the data is made). For tests only."""
     spec = os.environ.get(TEST_HOOK, "")
     want, _, name = spec.partition(":")
     if not want or want != stage or stage in _FIRED:
         return
     _FIRED.add(stage)
     signum = getattr(signal, name or "SIGTERM")
-    if stage == "compile":
+    if stage in LATER:
         threading.Timer(0.05, os.kill, (os.getpid(), signum)).start()
     else:
         os.kill(os.getpid(), signum)

@@ -17,6 +17,7 @@ across devices like the parameters).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import math
 import sys
@@ -37,7 +38,13 @@ from tqdm.auto import tqdm
 import tasks
 from lra import data_fingerprint, results, sharding, stop_signals, xla_cpu
 from lra import workdir as workdir_lib
-from lra.checkpoint import CheckpointError, Checkpoints, check_same_config
+from lra.checkpoint import (
+    CheckpointError,
+    Checkpoints,
+    check_same_config,
+    disk_full,
+    quiet_background_errors,
+)
 from lra.config import Config
 from lra.data_pipeline import TrainBatches, eval_batches
 from lra.encoder import build_model
@@ -249,16 +256,9 @@ class History:
     xla_cpu_fusions: str = ""  # "on"/"off": the step program a resumed run must keep (lra.xla_cpu)
 
 
-class _Stopped(BaseException):
-    """A stop signal seen before this session's first step (set-up, compilation, restoring):
-    nothing new to save. Raised by ``_check_stop`` at a safe point, never from the handler."""
-
-
-def _check_stop(stops: stop_signals.StopSignals, stage: str) -> None:
-    """A safe point before the loop: stop here if a signal came (``lra.stop_signals``)."""
-    stop_signals.test_hook(stage)
-    if stops.requested:
-        raise _Stopped(stops.requested)
+# A stop signal seen before this session's first step (set-up, compilation, restoring): nothing
+# new to save. Raised at a safe point before the loop, never from the handler.
+_Stopped, _check_stop = stop_signals.Stopped, stop_signals.check
 
 
 def _evaluate(eval_fn, state, rest, source, config: Config, mesh, *, max_batches=0) -> dict:
@@ -315,6 +315,7 @@ def train_and_evaluate(config: Config, workdir: Path, *, data_dir: Path,
             done = workdir_lib.finished(workdir)
             if done is not None and not force:
                 check_same_config(done["config"], config.to_dict())
+                _check_same_data(done, config, workdir, data_dir)
                 return _existing(done, workdir, results_dir)
             if force and jax.process_index() == 0 and (moved := workdir_lib.move_aside(workdir)):
                 print(f"--force: the earlier run's files are moved to {moved}; training from "
@@ -333,12 +334,16 @@ def train_and_evaluate(config: Config, workdir: Path, *, data_dir: Path,
             return {"status": "preempted", "signal": stop.args[0], "step": None}
         except BaseException:
             # Disk full, a second Ctrl-C, ...: let the saves under way complete and be verified,
-            # so that a re-run resumes from them; the original error is the one reported.
+            # so that a re-run resumes from them, and end orbax's writer threads (left running,
+            # they fail noisily at interpreter shutdown); the original error is the one reported.
+            if opened and disk_full(sys.exc_info()[1]):
+                quiet_background_errors()  # the error is reported once, by the caller
             for ckpt in opened:
-                try:
-                    ckpt.wait()
-                except BaseException:
-                    pass
+                for end in (ckpt.wait, ckpt.close):
+                    try:
+                        end()
+                    except BaseException:
+                        pass
             raise
         finally:
             if lock is not None:
@@ -347,6 +352,26 @@ def train_and_evaluate(config: Config, workdir: Path, *, data_dir: Path,
 
 def _under(path: Path, folder: Path) -> bool:
     return Path(path).absolute().is_relative_to(Path(folder).absolute())
+
+
+def _check_same_data(record: dict[str, Any], config: Config, workdir: Path, data_dir: Path) -> None:
+    """Refuse to report a completed run as the result of the data present now when it was made
+    on other data (``lra.data_fingerprint``; the sweep's skip check compares the same way). Files
+    the generator would make again may be absent; data that cannot be read at all without preparing
+    it is not compared (nothing is read, nothing is trained)."""
+    data = record.get("data") if isinstance(record.get("data"), dict) else {}
+    if not isinstance(data.get("fingerprint"), dict):
+        return  # a run from before fingerprints existed
+    try:
+        task = tasks.build(config.task, data_dir, **config.data)
+        now = data_fingerprint.fingerprint(task.provenance(), data_dir)
+    except (tasks.DataError, OSError):
+        return
+    differ = data_fingerprint.difference(data["fingerprint"], now, absent_ok_if_generated=True)
+    if differ:
+        raise data_fingerprint.DataMismatchError(
+            f"{workdir} holds a run completed on other data than the data now present ({differ}); "
+            f"use --force to train again on this data, or the data directory it was trained on")
 
 
 def _existing(record: dict[str, Any], workdir: Path, results_dir: Path | None) -> dict[str, Any]:
@@ -404,12 +429,69 @@ def _data(task: tasks.Task, data_dir: Path) -> tuple[list, tasks.Provenance, dic
     return sources, provenance, fingerprint
 
 
+@dataclass
+class _Session:
+    """What the phases of one training session share: set up by ``_set_up``, the step program
+    chosen by ``_compile``."""
+
+    config: Config
+    workdir: Path
+    task: tasks.Task
+    splits: dict[str, Any]  # {"train", "val", "test"}: the sources
+    provenance: tasks.Provenance
+    fingerprint: dict[str, Any]
+    mesh: Any
+    graphdef: nnx.GraphDef
+    rest: nnx.State
+    tx: optax.GradientTransformation
+    train_step: Callable
+    num_params: int
+    ckpt: Checkpoints
+    started: float  # when the wall time since the last save began (``tick``)
+    eval_step: Callable | None = None
+    batches: TrainBatches | None = None
+    base_key: Any = None
+    fusions: dict[str, Any] = field(default_factory=dict)
+
+    def tick(self, history: History) -> None:
+        """Add the wall time since the last tick to ``history``."""
+        now = time.perf_counter()
+        history.wall_time_s += now - self.started
+        self.started = now
+
+    def meta(self, history: History) -> dict[str, Any]:
+        # A copy: saves are asynchronous, and the live history moves on while orbax writes.
+        return {"config": self.config.to_dict(), "history": asdict(history),
+                "data_fingerprint": self.fingerprint}
+
+
 def _train(config: Config, workdir: Path, *, data_dir: Path, results_dir: Path | None,
            progress: bool, opened: list[Checkpoints], stops: stop_signals.StopSignals,
            xla_cpu_fusions: str, overrides: list[str],
            wandb_project: str | None = None) -> dict[str, Any]:
+    """One training session: set up, resume, compile, the loop, then the result (``_finish``)."""
     started = time.perf_counter()
     source_commit = results.git_commit()  # the code that runs, before anything can change it
+    s, state = _set_up(config, workdir, data_dir, stops, started)
+    opened.append(s.ckpt)
+    state, history = _resume(s.ckpt, config, state, History(), workdir, s.fingerprint)
+    _check_stop(stops, "restore")
+    _compile(s, state, history, xla_cpu_fusions)
+    _check_stop(stops, "compiled")
+    state, step, status, log = _loop(s, state, history, stops, progress=progress,
+                                     wandb_project=wandb_project)
+    if status == "preempted":
+        print(f"{stops.requested}: checkpoint saved at step {step} in {s.ckpt.root / 'last'}; "
+              f"re-run the same command to resume", file=sys.stderr)
+        log.close()
+        return {"status": "preempted", "signal": stops.requested, "step": step}
+    return _finish(s, state, history, step, log, results_dir=results_dir, overrides=overrides,
+                   git=source_commit)
+
+
+def _set_up(config: Config, workdir: Path, data_dir: Path, stops: stop_signals.StopSignals,
+            started: float) -> tuple[_Session, dict[str, Any]]:
+    """The data (checked), the mesh, the model and its fresh train state, the checkpoints."""
     t = config.train
     _check_stop(stops, "start")
     task = tasks.build(config.task, data_dir, **config.data)
@@ -421,77 +503,79 @@ def _train(config: Config, workdir: Path, *, data_dir: Path, results_dir: Path |
     if t.grad_accum > 1:
         sharding.check_batch_size(t.batch_size // t.grad_accum, mesh,
                                   "train.batch_size / train.grad_accum")
-    repl, data_sharding = sharding.replicated(mesh), sharding.batch_sharding(mesh)
     graphdef, state, rest, tx, train_step = create_train_state(config, task, mesh)
     num_params = sum(int(np.prod(p.shape)) for p in jax.tree.leaves(state["params"]))
+    session = _Session(config, workdir, task, {"train": train_src, "val": val_src, "test": test_src},
+                       provenance, fingerprint, mesh, graphdef, rest, tx, train_step, num_params,
+                       Checkpoints(workdir), started)
+    return session, state
 
-    ckpt = Checkpoints(workdir)
-    opened.append(ckpt)
-    history = History()
-    state, history = _resume(ckpt, config, state, history, workdir, fingerprint)
-    _check_stop(stops, "restore")
 
-    eval_step = jax.jit(make_eval_step(graphdef), in_shardings=(repl, repl, repl, data_sharding),
-                        out_shardings=repl)
-    batches = TrainBatches(train_src, t.batch_size, seed=config.seed,
-                           process_index=jax.process_index(), process_count=jax.process_count())
-    base_key = jax.random.key(config.seed)
+def _compile(s: _Session, state, history: History, xla_cpu_fusions: str) -> None:
+    """The evaluation step, the batches, and the training step program (compiled and, with "auto",
+    timed: ``_choose_step``) unless the resumed run has no step left."""
+    t, repl = s.config.train, sharding.replicated(s.mesh)
+    data_sharding = sharding.batch_sharding(s.mesh)
+    s.eval_step = jax.jit(make_eval_step(s.graphdef), in_shardings=(repl, repl, repl, data_sharding),
+                          out_shardings=repl)
+    s.batches = TrainBatches(s.splits["train"], t.batch_size, seed=s.config.seed,
+                             process_index=jax.process_index(), process_count=jax.process_count())
+    s.base_key = jax.random.key(s.config.seed)
     start = int(state["step"])
     if start < t.num_steps:
         stop_signals.test_hook("compile")
-        train_step, fusions = _choose_step(
-            xla_cpu_fusions, history, train_step,
-            lambda options: jit_train_step(graphdef, tx, t, mesh, options), state, rest,
-            lambda: sharding.to_global(batches[start], data_sharding),
-            jax.random.fold_in(base_key, start))
+        s.train_step, s.fusions = _choose_step(
+            xla_cpu_fusions, history, s.train_step,
+            lambda options: jit_train_step(s.graphdef, s.tx, t, s.mesh, options), state, s.rest,
+            lambda: sharding.to_global(s.batches[start], data_sharding),
+            jax.random.fold_in(s.base_key, start))
     else:  # resumed at the last step: nothing to compile or time
-        fusions = {"choice": history.xla_cpu_fusions or "on", "source": "no step left to run"}
+        s.fusions = {"choice": history.xla_cpu_fusions or "on", "source": "no step left to run"}
     if jax.process_index() == 0:
-        print(f"xla:cpu fusions: {xla_cpu.describe(fusions)}", file=sys.stderr)
-    _check_stop(stops, "compiled")
+        print(f"xla:cpu fusions: {xla_cpu.describe(s.fusions)}", file=sys.stderr)
 
-    def meta() -> dict[str, Any]:
-        # A copy: saves are asynchronous, and the live history moves on while orbax writes.
-        return {"config": config.to_dict(), "history": asdict(history),
-                "data_fingerprint": fingerprint}
 
-    tracker = None
-    if wandb_project and jax.process_index() == 0:
-        from lra.tracker import Wandb  # optional: only when asked for
-
-        tracker = Wandb(wandb_project, workdir, name=workdir.name, config=config.to_dict())
-    log = MetricsLog(workdir, resume_step=start, enabled=jax.process_index() == 0,
-                     run={"task": config.task, "attention": config.attention,
-                          "preset": config.preset, "seed": config.seed}, tracker=tracker)
-    at_chance = AtChance(1.0 / task.num_classes, t.chance_patience)
+def _loop(s: _Session, state, history: History, stops: stop_signals.StopSignals, *,
+          progress: bool, wandb_project: str | None) -> tuple[Any, int, str, MetricsLog]:
+    """Train from the state's step to ``train.num_steps``, or to the first stop signal; validate
+    and checkpoint on the way. Returns (state, step, "completed" or "preempted", the open log)."""
+    t, config = s.config.train, s.config
+    start = int(state["step"])
+    log = _metrics_log(s, start, wandb_project)
     bar = tqdm(total=t.num_steps, initial=start, desc=f"{config.task}/{config.attention}",
                disable=not progress or jax.process_index() != 0, dynamic_ncols=True,
                mininterval=1.0, file=sys.stderr)
-    status = "completed"
-    last_saved = start
-    step = start
+    try:
+        state, step, status = _steps(s, state, history, stops, log, bar, start)
+    except BaseException:
+        with contextlib.suppress(Exception):  # a full disk cannot take the last events either
+            log.close()
+        raise
+    s.ckpt.wait()
+    s.ckpt.close()
+    return state, step, status, log
+
+
+def _steps(s: _Session, state, history: History, stops: stop_signals.StopSignals,
+           log: MetricsLog, bar, start: int) -> tuple[Any, int, str]:
+    """``_loop``'s steps: train, log, validate, checkpoint; the last save is started here."""
+    t = s.config.train
+    data_sharding = sharding.batch_sharding(s.mesh)
+    at_chance = AtChance(1.0 / s.task.num_classes, t.chance_patience)
+    status, last_saved, step = "completed", start, start
     while step < t.num_steps:
-        ckpt.record_checksums()  # of the saves completed in the background
+        s.ckpt.record_checksums()  # of the saves completed in the background
         if step == start + 1:
             stop_signals.test_hook("train")
         if stops.requested:  # the safe point of the loop: between steps
             status = "preempted"
             break
         t0 = time.perf_counter()
-        batch = sharding.to_global(batches[step], data_sharding)
-        state, metrics = train_step(state, rest, batch, jax.random.fold_in(base_key, step))
+        batch = sharding.to_global(s.batches[step], data_sharding)
+        state, metrics = s.train_step(state, s.rest, batch, jax.random.fold_in(s.base_key, step))
         loss, grad_norm = float(metrics["loss"]), float(metrics["grad_norm"])
         step += 1
-        if not (math.isfinite(loss) and math.isfinite(grad_norm)):
-            ckpt.wait()
-            kept = ckpt.newest_verified("last")[0]
-            where = (f"the last good checkpoint (step {kept}, verified) is kept in "
-                     f"{ckpt.root / 'last'}" if kept is not None
-                     else "no checkpoint had been written and verified yet")
-            raise NonFiniteError(
-                f"non-finite {'loss' if not math.isfinite(loss) else 'gradient norm'} at step "
-                f"{step} (loss={loss}, grad_norm={grad_norm}); {where}. Lower train.lr or set "
-                f"train.grad_clip.")
+        _check_finite(s.ckpt, step, loss, grad_norm)
         if step > start + 1:  # the first step of a session includes compilation
             history.train_time_s += time.perf_counter() - t0
             history.timed_steps += 1
@@ -502,57 +586,85 @@ def _train(config: Config, workdir: Path, *, data_dir: Path, results_dir: Path |
         bar.set_postfix(loss=f"{loss:.3f}", acc=f"{history.last_train['accuracy']:.3f}",
                         val=f"{history.last_val.get('accuracy', float('nan')):.3f}",
                         refresh=False)
-
         if step % t.eval_every == 0 or step == t.num_steps:
-            stop_signals.test_hook("eval")
-            val = _evaluate(eval_step, state, rest, val_src, config, mesh,
-                            max_batches=t.eval_batches)
-            history.last_val = {**val, "step": step}
-            log.write(step, "val", val)
-            history.val_curve.append([step, val["accuracy"], val["loss"]])
-            notice = at_chance.update(step, val["accuracy"], val["examples"])
-            if notice and jax.process_index() == 0:
-                bar.write(notice, file=sys.stderr)
-            if val["accuracy"] > history.best_val_accuracy:
-                test = _evaluate(eval_step, state, rest, test_src, config, mesh)
-                history.best_val_accuracy, history.best_step = val["accuracy"], step
-                history.test_at_best = test
-                log.write(step, "test_at_best_val", test)
-                ckpt.save("best", step, state, meta())
+            _validate(s, state, history, step, log, at_chance, bar)
         if step % t.checkpoint_every == 0 and step != last_saved:
-            history.wall_time_s += time.perf_counter() - started
-            started = time.perf_counter()
-            ckpt.save("last", step, state, meta())
+            s.tick(history)
+            s.ckpt.save("last", step, state, s.meta(history))
             stop_signals.test_hook("save")
             last_saved = step
     bar.close()
-    history.wall_time_s += time.perf_counter() - started
+    s.tick(history)
     if step != last_saved:
-        ckpt.save("last", step, state, meta())
-    ckpt.wait()
-    ckpt.close()
-    if status == "preempted":
-        print(f"{stops.requested}: checkpoint saved at step {step} in {ckpt.root / 'last'}; "
-              f"re-run the same command to resume", file=sys.stderr)
-        log.close()
-        return {"status": "preempted", "signal": stops.requested, "step": step}
+        s.ckpt.save("last", step, state, s.meta(history))
+    return state, step, status
 
-    test_last = _evaluate(eval_step, state, rest, test_src, config, mesh)
+
+def _metrics_log(s: _Session, start: int, wandb_project: str | None) -> MetricsLog:
+    """``metrics.jsonl`` and TensorBoard from ``start`` on (process 0 writes), and wandb if asked."""
+    config, tracker = s.config, None
+    if wandb_project and jax.process_index() == 0:
+        from lra.tracker import Wandb  # optional: only when asked for
+
+        tracker = Wandb(wandb_project, s.workdir, name=s.workdir.name, config=config.to_dict())
+    return MetricsLog(s.workdir, resume_step=start, enabled=jax.process_index() == 0,
+                      run={"task": config.task, "attention": config.attention,
+                           "preset": config.preset, "seed": config.seed}, tracker=tracker)
+
+
+def _check_finite(ckpt: Checkpoints, step: int, loss: float, grad_norm: float) -> None:
+    """Raise ``NonFiniteError`` naming the step and the checkpoint kept if either is NaN/inf."""
+    if math.isfinite(loss) and math.isfinite(grad_norm):
+        return
+    ckpt.wait()
+    kept = ckpt.newest_verified("last")[0]
+    where = (f"the last good checkpoint (step {kept}, verified) is kept in {ckpt.root / 'last'}"
+             if kept is not None else "no checkpoint had been written and verified yet")
+    raise NonFiniteError(
+        f"non-finite {'loss' if not math.isfinite(loss) else 'gradient norm'} at step {step} "
+        f"(loss={loss}, grad_norm={grad_norm}); {where}. Lower train.lr or set train.grad_clip.")
+
+
+def _validate(s: _Session, state, history: History, step: int, log: MetricsLog,
+              at_chance: AtChance, bar) -> None:
+    """Validate at ``step``; on a new best, evaluate on test and save the ``best`` checkpoint."""
+    t = s.config.train
+    stop_signals.test_hook("eval")
+    val = _evaluate(s.eval_step, state, s.rest, s.splits["val"], s.config, s.mesh,
+                    max_batches=t.eval_batches)
+    history.last_val = {**val, "step": step}
+    log.write(step, "val", val)
+    history.val_curve.append([step, val["accuracy"], val["loss"]])
+    notice = at_chance.update(step, val["accuracy"], val["examples"])
+    if notice and jax.process_index() == 0:
+        bar.write(notice, file=sys.stderr)
+    if val["accuracy"] > history.best_val_accuracy:
+        test = _evaluate(s.eval_step, state, s.rest, s.splits["test"], s.config, s.mesh)
+        history.best_val_accuracy, history.best_step = val["accuracy"], step
+        history.test_at_best = test
+        log.write(step, "test_at_best_val", test)
+        s.ckpt.save("best", step, state, s.meta(history))
+
+
+def _finish(s: _Session, state, history: History, step: int, log: MetricsLog, *,
+            results_dir: Path | None, overrides: list[str], git: dict[str, Any]) -> dict[str, Any]:
+    """Test at the last step, then the result record: ``result.json`` and the result file."""
+    test_last = _evaluate(s.eval_step, state, s.rest, s.splits["test"], s.config, s.mesh)
     log.write(step, "test_at_last", test_last)
     log.close()
     record = results.build_record(
-        config, overrides=overrides, task_facts=task.describe(), history=history,
-        provenance=provenance, fingerprint=fingerprint,
-        examples={"train": len(train_src), "val": len(val_src), "test": len(test_src)},
-        test_last=test_last, steps=step, num_params=num_params,
+        s.config, overrides=overrides, task_facts=s.task.describe(), history=history,
+        provenance=s.provenance, fingerprint=s.fingerprint,
+        examples={k: len(v) for k, v in s.splits.items()},
+        test_last=test_last, steps=step, num_params=s.num_params,
         params_sha256=params_digest(state["params"]),
-        batch_stats_sha256=params_digest(state["batch_stats"]), fusions=fusions,
-        git=source_commit, status=status)
+        batch_stats_sha256=params_digest(state["batch_stats"]), fusions=s.fusions,
+        git=git, status="completed")
     if jax.process_index() == 0:
         # result.json first, naming the result file: a run killed between the two writes finds
         # it on re-run and writes that file once (never a second result for one run).
         path = results.run_path(results_dir, record) if results_dir is not None else None
-        results.write_json_atomic(workdir / workdir_lib.RESULT_FILE,
+        results.write_json_atomic(s.workdir / workdir_lib.RESULT_FILE,
                                   {**record, **({"result_file": str(path)} if path else {})})
         if path is not None:
             results.write_new(path, record)

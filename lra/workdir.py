@@ -70,6 +70,20 @@ def check_writable(results_dir: Path) -> None:
     os.unlink(probe)
 
 
+def check_folder_writable(folder: Path, what: str) -> None:
+    """Create ``folder`` and prove a file can be written in it, or raise the ``OSError`` whose
+    ``strerror`` names ``what`` and the folder in one line."""
+    not_a_file(folder, what)
+    try:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=".write-test.")
+    except OSError as err:
+        raise type(err)(err.errno, f"{what} {folder}: {err.strerror.lower()} "
+                                   f"({err.filename})") from None
+    os.close(fd)
+    os.unlink(probe)
+
+
 def finished(workdir: Path) -> dict[str, Any] | None:
     """The record of the completed run in ``workdir``, if there is one."""
     path = Path(workdir) / RESULT_FILE

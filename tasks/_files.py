@@ -26,7 +26,9 @@ import concurrent.futures
 import contextlib
 import multiprocessing
 import os
+import signal
 import sys
+import tempfile
 import zipfile
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -36,7 +38,7 @@ import numpy as np
 
 from tasks import DataError
 
-__all__ = ["TSV_CACHE_VERSION", "default_workers", "format_duration", "load_arrays",
+__all__ = ["TSV_CACHE_VERSION", "check_writable", "default_workers", "format_duration", "load_arrays",
            "ordered_map", "parsed_tsv", "remove_stale_temps", "replacing", "save_arrays",
            "temp_path", "write_atomic"]
 
@@ -54,15 +56,19 @@ def default_workers() -> int:
 
 def _die_with_parent(parent: int) -> None:
     """Worker initializer: end this worker when the process that started it dies, even by
-    ``kill -9`` (Linux: the kernel sends SIGKILL; elsewhere a worker outlives a killed parent)."""
+    ``kill -9`` (Linux: the kernel sends SIGKILL; elsewhere a worker outlives a killed parent),
+    and leave SIGINT and SIGTERM to the parent."""
     if sys.platform.startswith("linux"):
         import ctypes
-        import signal
 
         pr_set_pdeathsig = 1
         ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
     if os.getppid() != parent:  # the parent died before the prctl took effect
         os._exit(1)
+    # Ctrl-C and a scheduler's SIGTERM reach the whole process group: the parent decides (it
+    # stops the pool), so that a worker prints no KeyboardInterrupt traceback of its own.
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, signal.SIG_IGN)
 
 
 def ordered_map(fn: Callable[..., Any], arguments: Iterable[tuple], workers: int,
@@ -116,6 +122,20 @@ def replacing(paths: Sequence[Path]) -> Iterator[list[Path]]:
     finally:
         for temp in temps:
             temp.unlink(missing_ok=True)
+
+
+def check_writable(folder: Path) -> None:
+    """Create ``folder`` and prove a file can be written in it (then remove the file): before
+    minutes of generating, not after. Raises the ``OSError`` (permission denied, read-only, ...)
+    naming the folder."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=".write-test.")
+    except OSError as err:
+        raise type(err)(err.errno, err.strerror, str(folder)) from None
+    os.close(fd)
+    os.unlink(probe)
 
 
 def write_atomic(path: Path, data: bytes, *, sync: bool = False) -> None:

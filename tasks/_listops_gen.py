@@ -47,7 +47,13 @@ from typing import Any
 import numpy as np
 
 from tasks import DataError
-from tasks._files import default_workers, ordered_map, remove_stale_temps, replacing
+from tasks._files import (
+    check_writable,
+    default_workers,
+    ordered_map,
+    remove_stale_temps,
+    replacing,
+)
 
 __all__ = ["GENERATOR_VERSION", "OPERATORS", "SPLITS", "VOCAB", "check_options",
            "estimate_seconds", "evaluate", "generate", "sampling_workers", "serialize",
@@ -322,6 +328,8 @@ def generate(out_dir: str | os.PathLike, *, train: int = 96_000, val: int = 2_00
     if min(sizes.values()) < 0:
         raise ValueError(f"split sizes must be >= 0, got {sizes}")
     n = sum(sizes.values())
+    out = Path(out_dir)
+    check_writable(out)  # a folder it cannot write fails now, not after the sampling
     workers = sampling_workers(n, workers)
     examples = _sample_distinct(n, seed=seed, workers=workers, min_length=min_length,
                                 max_length=max_length, max_depth=max_depth, max_args=max_args,
@@ -329,8 +337,6 @@ def generate(out_dir: str | os.PathLike, *, train: int = 96_000, val: int = 2_00
     order = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(1,))).permutation(n)
     examples = [examples[i] for i in order]
 
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     remove_stale_temps(out, "basic_*.tsv")
     paths = split_files(out)
     with replacing([paths[split] for split in SPLITS]) as temps:

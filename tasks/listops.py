@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from tasks import DataError, Provenance, Task, data_options, example_index, register, relative
-from tasks._files import format_duration, parsed_tsv
+from tasks._files import check_writable, format_duration, parsed_tsv
 from tasks._listops_gen import (
     GENERATOR_VERSION,
     OPERATORS,
@@ -248,6 +248,7 @@ class ListOpsTask(Task):
         directory = self.directory
         if all(p.is_file() for p in split_files(directory).values()):
             return
+        check_writable(directory)  # before announcing minutes of generating
         o = self.options
         n = o["train_size"] + o["val_size"] + o["test_size"]
         workers = sampling_workers(n)

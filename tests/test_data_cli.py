@@ -100,3 +100,35 @@ def test_errors_from_the_command_line_have_no_traceback(tmp_path):
     malformed = tmp_path / "bad"
     result = run_module("generate", "listops", "--out", str(malformed), "--train", "-1")
     assert result.returncode == 2 and "Traceback" not in result.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGINT"])
+def test_a_signal_while_generating_exits_75_and_leaves_nothing_half_written(tmp_path, signame):
+    """Fails on 040ea93: lra.data had no handler; SIGTERM killed it (-15, no line) and SIGINT
+    printed KeyboardInterrupt tracebacks (the parent's and its workers')."""
+    import signal
+    import time
+
+    out = tmp_path / "gen"
+    args = [sys.executable, "-m", "lra.data", "generate", "listops", "--out", str(out), "--train",
+            "20000", "--val", "10", "--test", "10", "--workers", "2", *TINY]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    seen, deadline = b"", time.time() + 120
+    while b"tree/s" not in seen and time.time() < deadline:  # the progress bar: generating
+        chunk = os.read(proc.stderr.fileno(), 4096)
+        if not chunk:
+            break
+        seen += chunk
+    assert b"tree/s" in seen, seen[-2000:]
+    proc.send_signal(getattr(signal, signame))
+    rest = proc.communicate(timeout=120)[1]
+    err = (seen + rest).decode()
+    assert proc.returncode == 75, err[-3000:]
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err
+    last = err.strip().replace("\r", "\n").splitlines()[-1]  # after the progress bar's last \r
+    assert last.startswith(f"{signame}: stopped; the files already complete"), err[-2000:]
+    assert not out.exists() or not list(out.iterdir())  # no split file, no temporary file
+    again = run_module(*args[3:])
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert sorted(p.name for p in out.iterdir()) == [f"basic_{s}.tsv" for s in ("test", "train", "val")]

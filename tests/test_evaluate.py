@@ -154,3 +154,24 @@ def test_a_workdir_that_is_a_file_is_one_line(tmp_path, capsys):
     path = tmp_path / "a-file"
     path.write_text("x")
     assert "is a file" in _fails(["--workdir", str(path)], capsys)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stage,signame", [("eval", "SIGTERM"), ("restore", "SIGINT")])
+def test_a_signal_exits_75_in_one_line_and_writes_nothing(trained, tmp_path, stage, signame):
+    """Fails on 040ea93: lra.evaluate had no handler (an outside SIGTERM killed it, -15; SIGINT
+    ended in a KeyboardInterrupt traceback) and no safe points, so these hooks never fired and it
+    exited 0."""
+    workdir, data, _ = trained
+    res = tmp_path / "res"
+    cmd = [sys.executable, "-m", "lra.evaluate", "--workdir", str(workdir), "--data-dir",
+           str(data), "--write-result", "--results-dir", str(res), "--no-progress"]
+    stopped = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
+                             env=cli_env(LRA_TEST_SIGNAL_AT=f"{stage}:{signame}"))
+    assert stopped.returncode == 75, stopped.stderr[-3000:]
+    lines = stopped.stderr.strip().splitlines()
+    assert lines == [f"{signame}: stopped before the evaluation finished; nothing was written; "
+                     f"re-run the same command"], lines
+    assert not list(res.rglob("*.json"))  # (runs/ itself is made by the check it can write)
+    again = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=cli_env())
+    assert again.returncode == 0 and len(list((res / "runs").iterdir())) == 1, again.stderr[-3000:]

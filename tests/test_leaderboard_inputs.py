@@ -69,6 +69,36 @@ def test_a_v1_run_with_another_config_is_not_averaged_with_the_preset(tmp_path):
     assert "(2)" not in text.split("## Measured, modern")[0]
 
 
+def _on_data(record, sha, date="2026-01-01T00:00:00Z"):
+    out = _v2({**record, "date": date})
+    out["data"]["fingerprint"]["sha256"] = sha
+    return out
+
+
+def test_a_run_on_other_data_is_not_averaged_with_the_cell(tmp_path):
+    """Fails on 040ea93: a preset run and a same-config run on other data (another
+    data.fingerprint.sha256) were averaged into one cell as "2 seeds"."""
+    results = tmp_path / "results"
+    a, b = "1a2b3c4d" + "0" * 56, "9f8e7d6c" + "0" * 56
+    for seed, acc in ((0, 0.40), (1, 0.42)):
+        _write(results, f"a{seed}", _on_data(run_record("listops", "softmax", "small", seed, acc, acc), a))
+    _write(results, "linear", _on_data(run_record("listops", "linear", "small", 0, 0.3, 0.3), a))
+    # seed 2 and a newer seed 0 on other data: neither joins nor replaces the column's runs
+    _write(results, "b2", _on_data(run_record("listops", "softmax", "small", 2, 0.10, 0.10), b))
+    _write(results, "b0", _on_data(run_record("listops", "softmax", "small", 0, 0.12, 0.12), b,
+                                   "2026-03-01T00:00:00Z"))
+    text = leaderboard.render(results)
+    headline = text.split("Test accuracy at the best-validation step")[0]
+    assert "| softmax | **41.00 ± 1.41" in headline and "(2)** |" in _rows(headline, "softmax")[0]
+    assert "| softmax [data 9f8e7d6c] | 11.00 ± 1.41" in headline  # its own row, unranked
+    assert "Superseded" not in text
+    # a v1 run (no fingerprint) keeps its place in the preset's cell
+    _write(results, "v1", run_record("listops", "softmax", "small", 3, 0.44, 0.44))
+    runs = load.load_runs(results)
+    assert {r["_file"]: r["_row"] for r in runs if r["seed"] == 3} == {"v1.json": "softmax"}
+    assert {r["_row"] for r in runs} == {"softmax", "linear", "softmax [data 9f8e7d6c]"}
+
+
 def test_non_semantic_keys_and_the_cls_global_token_stay_in_the_cell(tmp_path):
     results = tmp_path / "results"
     a = run_record("listops", "local", "small", 0, 0.40, 0.40)
@@ -471,3 +501,24 @@ def test_a_registered_task_beyond_lras_six_gets_its_column(tmp_path, monkeypatch
     assert skipped == []
     assert "| attention | listops | text | retrieval | image | pathfinder | pathx | copytask |" in text
     assert "| softmax | **40.00 (1)** | — | — | — | — | — | **90.00 (1)** |" in text
+
+
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGINT"])
+def test_a_signal_while_the_leaderboard_writes_exits_75_and_cuts_no_file(tmp_path, signame):
+    """Fails on 040ea93 (exit 0: there was no such hook; an outside SIGTERM killed it, -15, and
+    SIGINT gave a KeyboardInterrupt traceback), and each output was written in place, so a signal
+    mid-write could leave a cut-short LEADERBOARD.md. The hook sends the signal just before the
+    outputs are written."""
+    import sys
+
+    results = tmp_path / "results"
+    _write(results, "good", _good())
+    (results / "LEADERBOARD.md").write_text("the earlier page\n")
+    env = {**os.environ, "LRA_TEST_SIGNAL_AT": f"write:{signame}"}
+    done = subprocess.run([sys.executable, "-m", "lra.leaderboard", "--results-dir", str(results)],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 75, done.stderr[-2000:]
+    assert done.stderr.strip().splitlines() == [
+        f"{signame}: stopped; every file is whole (written or as before); re-run the same command"]
+    assert (results / "LEADERBOARD.md").read_text() == "the earlier page\n"
+    assert not list(results.glob(".*.tmp"))

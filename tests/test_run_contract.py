@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -124,6 +125,33 @@ def test_resume_against_other_data_is_refused_in_one_line(reference, data, tmp_p
     assert code == 0, err[-3000:]
 
 
+@pytest.mark.slow
+def test_completed_run_against_other_data_is_refused_in_one_line(reference, data, tmp_path):
+    """Fails on 040ea93: re-running a completed work directory reported its existing result
+    without comparing the data present now with the data the run was made on."""
+    other = tmp_path / "data"
+    shutil.copytree(data, other)
+    work = tmp_path / "w"
+    shutil.copytree(Path(reference["result_file"]).parents[2] / "reference", work)
+    (work / "lock").unlink()
+    fp = reference["data"]["fingerprint"]
+    name = next(n for n in fp["files"] if n.endswith("train.tsv"))
+    lines = (other / name).read_bytes().splitlines(keepends=True)
+    lines[1], lines[2] = lines[2], lines[1]  # same size, other bytes
+    (other / name).write_bytes(b"".join(lines))
+    args = _args(other, work, tmp_path / "results")
+    code, out, err = _run(*args)
+    assert code == 1, err[-3000:]
+    errors = [x for x in err.splitlines() if x.startswith("error:")]
+    assert len(errors) == 1 and "Traceback" not in err and "existing result" not in out
+    assert "other data" in errors[0] and name in errors[0] and "sha256" in errors[0]
+    assert "--force" in errors[0] and str(work) in errors[0]
+    assert not (tmp_path / "results").exists()  # nothing written for the other data
+    # the same data as the run's: the existing result is reported
+    code, out, err = _run(*_args(data, work, tmp_path / "results"))
+    assert code == 0 and "existing result" in out, err[-3000:]
+
+
 def test_force_moves_every_file_of_the_earlier_run_aside(reference, tmp_path):
     """Fails on main: tensorboard/ and sweep.log stayed behind."""
     work = tmp_path / "w"
@@ -179,7 +207,58 @@ def test_disk_full_during_a_checkpoint_save_is_one_line(data, tmp_path, monkeypa
     errors = [x for x in err.splitlines() if x.startswith("error:")]
     assert len(errors) == 1 and "out of memory" not in err and "Traceback" not in err
     assert f"disk full while saving checkpoint to {work / 'checkpoints'}" in errors[0]
+    assert len(err.strip().splitlines()) <= 3, err  # data, xla:cpu fusions, the error
     assert checkpoint.Checkpoints(work).newest_verified("last")[0] == 2  # the last good one
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 3 MiB tmpfs (root only, where mounting is allowed); skipped elsewhere."""
+    if os.geteuid() != 0 or not shutil.which("mount"):
+        pytest.skip("a real full disk needs root to mount a small tmpfs")
+    where = tmp_path / "disk"
+    where.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3M", "tmpfs", str(where)],
+                             capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+    yield where
+    subprocess.run(["umount", "-l", str(where)], capture_output=True)
+
+
+@pytest.mark.slow
+def test_a_real_full_disk_during_a_save_is_a_few_lines(data, small_disk):
+    """Fails on 040ea93: orbax's background writers logged each failure through absl with its
+    traceback (5 tracebacks, about 350 lines here; over a thousand on a larger model) before
+    lra.run's own line, and left writer threads that failed again at interpreter shutdown. The
+    disk fills once the first checkpoint (step 2) is verified."""
+    import time
+
+    from lra import checkpoint
+
+    work = small_disk / "w"
+    args = _args(data, work, small_disk / "results")
+    args[args.index("train.num_steps=6")] = "train.num_steps=3000"
+    args[args.index("train.eval_every=3")] = "train.eval_every=100000"
+    proc = subprocess.Popen([sys.executable, "-m", "lra.run", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=cli_env(1))
+    deadline = time.time() + 300
+    verified = work / "checkpoints" / "checksums" / "last-2.sha256"
+    while not verified.is_file() and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.02)
+    with open(small_disk / "filler", "wb") as f:
+        with contextlib.suppress(OSError):
+            while True:
+                f.write(b"\0" * 65536)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 1, err[-3000:]
+    lines = err.strip().splitlines()
+    assert "Traceback" not in err and len(lines) <= 3, err[-3000:]
+    # the save fails in orbax's background writers or in its synchronous part: either way, one line
+    assert lines[-1].startswith("error: disk full") and f"{work / 'checkpoints'}" in lines[-1]
+    assert "no space left on device" in lines[-1].lower() and "kept" in lines[-1]
+    (small_disk / "filler").unlink()
+    assert checkpoint.Checkpoints(work).newest_verified("last")[0] >= 2
 
 
 @pytest.mark.slow
@@ -203,6 +282,25 @@ def test_a_signal_at_any_stage_exits_75_and_the_rerun_finishes_like_an_uninterru
     steps = [r["step"] for r in map(json.loads, (tmp_path / "w" / "metrics.jsonl").read_text()
                                     .splitlines()) if r.get("split") == "train"]
     assert steps == list(range(1, 7))  # no step lost or repeated in the log
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGINT"])
+def test_a_signal_while_the_modules_load_exits_75_and_the_rerun_finishes(data, tmp_path, signame):
+    """Fails on 040ea93: lra.run imported JAX and every family at module level, before main
+    installed the handler, so a signal then killed the process (-15 for SIGTERM; SIGINT: a
+    KeyboardInterrupt traceback). The hook sends the signal 50 ms after main starts, while the
+    families load; on 040ea93 there was no such stage and the run was not stopped at all."""
+    cmd = [sys.executable, "-m", "lra.run", *_args(data, tmp_path / "w", tmp_path / "results")]
+    stopped = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
+                             env=cli_env(1, LRA_TEST_SIGNAL_AT=f"import:{signame}"))
+    assert stopped.returncode == 75, stopped.stderr[-3000:]
+    lines = stopped.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"{signame}: stopped while starting"), lines
+    assert not (tmp_path / "w").exists()  # nothing read, nothing written
+    again = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=cli_env(1))
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert (tmp_path / "w" / "result.json").is_file()
 
 
 @pytest.mark.slow

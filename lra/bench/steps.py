@@ -65,6 +65,7 @@ import attention
 import tasks
 from lra import config as config_lib
 from lra import results, sharding, xla_cpu
+from lra import workdir as workdir_lib
 from lra.bench import measure
 from lra.bench.efficiency import SCHEMA, fit_slopes
 from lra.train import create_train_state
@@ -616,6 +617,13 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    folder = args.out.parent if args.out is not None else Path(args.results_dir) / "efficiency"
+    try:  # before minutes of measuring, not after
+        workdir_lib.check_folder_writable(folder, "--out" if args.out is not None
+                                          else "--results-dir")
+    except OSError as err:
+        print(f"error: {err.strerror or err}", file=sys.stderr)
+        return 1
     args.budget_bytes = int(args.memory_budget_gb * 2**30) if args.memory_budget_gb else None
     args.argv = argv
     try:
@@ -623,8 +631,13 @@ def main(argv: list[str] | None = None) -> int:
     except (attention.UnknownAttentionError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    out = claim(args.out or default_out(args.results_dir, args.task, args.batch, args.dtype))
-    results.write_json_atomic(out, record)
+    try:
+        out = claim(args.out or default_out(args.results_dir, args.task, args.batch, args.dtype))
+        results.write_json_atomic(out, record)
+    except OSError as err:  # the folder became unwritable, or the disk filled, while measuring
+        print(f"error: cannot write the bench file: {err.strerror or err} ({err.filename})",
+              file=sys.stderr)
+        return 1
     ok = [r for r in record["results"] if r["status"] == "ok"]
     skipped = [r for r in record["results"] if r["status"] != "ok"]
     print(f"wrote {out}: {len(ok)} configs measured, {len(skipped)} skipped")

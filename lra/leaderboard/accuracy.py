@@ -120,7 +120,8 @@ def accuracy_section(runs: list[dict[str, Any]],
                 lines += _table(preset_runs, metric, title, ranked=True, collect=collect, where=where)
             if variants:
                 lines += _table(variants, metric, f"{title}, runs whose config is not the preset's "
-                                f"(own rows, never ranked with it; in brackets the keys that differ)",
+                                f"or whose data is not the column's (own rows, never ranked with "
+                                f"it; in brackets the keys that differ, or the data's fingerprint)",
                                 ranked=False, collect=collect, where=where)
         speed_rows = []
         for r in sorted(group, key=lambda r: (r["task"], r["_row"], r["seed"], r["_file"])):

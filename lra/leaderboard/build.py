@@ -17,11 +17,14 @@ give the same bytes, figures included.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
+from lra import stop_signals
 from lra.leaderboard import curves
 from lra.leaderboard.accuracy import MODERN_HEADLINE_AND_SECOND, accuracy_section
 from lra.leaderboard.efficiency import FIGURE_PREFIX, FIGURES_DIR, efficiency_section
@@ -119,7 +122,37 @@ def render(results_dir: Path) -> str:
     return build(results_dir)[0]
 
 
+def replace_file(path: Path, data: bytes) -> None:
+    """Write ``path`` whole or not at all (a temporary file beside it, renamed onto it): a signal
+    or a full disk never leaves a cut-short table or figure."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # as a plain open() makes it (mkstemp's is 0600)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Exit status: 0 written, 1 a bad --results-dir, an output it cannot write or (--strict) a
+    skipped file, 2 a bad command line, 75 stopped by SIGTERM, SIGINT or SIGUSR2 (every file
+    it had written is whole; the others keep their earlier version)."""
+    with stop_signals.raising():
+        try:
+            return _main(argv)
+        except stop_signals.Stopped as stop:
+            print(f"{stop.args[0]}: stopped; every file is whole (written or as before); re-run "
+                  f"the same command", file=sys.stderr)
+            return stop_signals.EXIT_RESUMABLE
+
+
+def _main(argv: list[str] | None) -> int:
     p = argparse.ArgumentParser(prog="python -m lra.leaderboard", description=__doc__.split("\n")[0])
     p.add_argument("--results-dir", type=Path, default=Path("results"))
     p.add_argument("--strict", action="store_true",
@@ -142,6 +175,7 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 1
     try:
+        stop_signals.test_hook("write")
         written = write(args.results_dir, out)
     except OSError as err:
         print(f"error: cannot write the leaderboard under {args.results_dir}: "
@@ -164,10 +198,10 @@ def write(results_dir: Path, out: dict[str, Any]) -> str:
     if figs:
         fig_dir.mkdir(parents=True, exist_ok=True)
     for name, data in figs.items():
-        (fig_dir / name).write_bytes(data)
-    (results_dir / CSV_FILE).write_text(out["csv"])
-    (results_dir / TEX_FILE).write_text(out["tex"])
+        replace_file(fig_dir / name, data)
+    replace_file(results_dir / CSV_FILE, out["csv"].encode())
+    replace_file(results_dir / TEX_FILE, out["tex"].encode())
     page = results_dir / "LEADERBOARD.md"
-    page.write_text(out["markdown"])
+    replace_file(page, out["markdown"].encode())
     return (f"{page}, {CSV_FILE}, {TEX_FILE}"
             + (f" and {len(figs)} figures in {fig_dir}" if figs else ""))

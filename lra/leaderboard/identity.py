@@ -12,12 +12,20 @@ checks this resolution against ``lra.config.load`` for every task, family, prese
 
 A run whose config differs (a ``--set`` override, or a preset changed since the run) goes to its
 own row, labelled with the keys that differ: ``softmax [train.num_steps=2]``.
+
+The data is part of a run's identity too (``mark_other_data``): per task and data options, the
+column's data is the fingerprint (``data.fingerprint.sha256``) most runs read; a run on other data
+goes to its own row, ``softmax [data 1a2b3c4d]`` (the first 8 hex digits of its fingerprint), and
+is never averaged with the runs of the column's data. Runs of format 1 record no fingerprint and
+stay where their config puts them.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import importlib
+import json
+from collections import Counter, defaultdict
 from typing import Any
 
 from lra import config as lra_config
@@ -99,11 +107,52 @@ def _dataclass_default(key: str) -> Any:
     return fields[name].default if name in fields else _MISSING
 
 
+DATA = "data"  # the ``_diff`` key of a run on other data than its column's (``mark_other_data``)
+
+
 def variant_label(diff: dict[str, Any]) -> str:
-    """``[key=value, ...]`` of a run's differences from its preset ('' for a preset run)."""
+    """``[key=value, ..., data 1a2b3c4d]`` of a run's differences from its preset and its column's
+    data ('' for a preset run on the column's data)."""
     if not diff:
         return ""
-    return "[" + ", ".join(f"{k}={'(absent)' if v is None else v}" for k, v in sorted(diff.items())) + "]"
+    keys = [f"{k}={'(absent)' if v is None else v}" for k, v in sorted(diff.items()) if k != DATA]
+    return "[" + ", ".join(keys + ([f"data {diff[DATA]}"] if DATA in diff else [])) + "]"
+
+
+def data_sha256(record: dict[str, Any]) -> str | None:
+    """The run's data fingerprint (None for a file of format 1, written before fingerprints)."""
+    fp = (record.get("data") or {}).get("fingerprint")
+    return fp.get("sha256") if isinstance(fp, dict) else None
+
+
+def column_data(runs: list[dict[str, Any]]) -> dict[tuple[str, str], str]:
+    """{(task, its data options as JSON): the fingerprint most runs read}; on a tie, the one of the
+    newest run (by date, then file name): data re-made for every seed replaces the old data."""
+    counts: dict[tuple[str, str], Counter] = defaultdict(Counter)
+    newest: dict[tuple[str, str, str], tuple[str, str]] = {}
+    for r in runs:
+        sha = data_sha256(r)
+        if sha is None:
+            continue
+        key = _data_key(r)
+        counts[key][sha] += 1
+        newest[(*key, sha)] = max(newest.get((*key, sha), ("", "")),
+                                  (r.get("date", ""), r.get("_file", "")))
+    return {key: max(c, key=lambda sha: (c[sha], newest[(*key, sha)])) for key, c in counts.items()}
+
+
+def _data_key(record: dict[str, Any]) -> tuple[str, str]:
+    return record["task"], json.dumps(record["config"].get("data") or {}, sort_keys=True)
+
+
+def mark_other_data(runs: list[dict[str, Any]]) -> None:
+    """Add ``DATA`` (8 hex digits of its fingerprint) to the ``_diff`` of every run whose data is not
+    its column's (``column_data``), so that it gets its own row."""
+    column = column_data(runs)
+    for r in runs:
+        sha = data_sha256(r)
+        if sha is not None and r.get("_diff") is not None and sha != column[_data_key(r)]:
+            r["_diff"] = {**r["_diff"], DATA: sha[:8]}
 
 
 def nested(flat: dict[str, Any], seed: int = 0) -> dict[str, Any]:

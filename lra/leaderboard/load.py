@@ -282,8 +282,9 @@ def _files(folder: Path, pattern: str) -> list[Path]:
 def load_runs(results_dir: Path, skipped: list[str] | None = None,
               evaluations: list[str] | None = None) -> list[dict[str, Any]]:
     """The valid result files of ``results_dir/runs``, each with ``_file`` (its name), ``_diff``
-    (where its config is not its preset's, ``identity.differences``) and ``_row`` (its row label:
-    the family, plus the differing keys). Each invalid or unreadable file is skipped and described
+    (where its config is not its preset's, ``identity.differences``, and its data where it is not
+    its column's, ``identity.mark_other_data``) and ``_row`` (its row label: the family, plus the
+    differing keys and data). Each invalid or unreadable file is skipped and described
     in ``skipped`` (an error if ``skipped`` is None); evaluation files are named in ``evaluations``."""
     runs = []
     for path in _files(Path(results_dir) / "runs", "*.json"):
@@ -299,9 +300,11 @@ def load_runs(results_dir: Path, skipped: list[str] | None = None,
             continue
         record["_file"] = path.name
         record["_diff"] = identity.differences(record)
+        runs.append(record)
+    identity.mark_other_data(runs)
+    for record in runs:
         label = identity.variant_label(record["_diff"])
         record["_row"] = record["attention"] + (f" {label}" if label else "")
-        runs.append(record)
     return runs
 
 
@@ -446,12 +449,12 @@ def bench_device_label(record: dict[str, Any]) -> str:
 
 
 def newest_per_seed(runs: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
-    """One run per (task, row, preset, protocol, device, seed), the row being the family and the
-    config keys where the run is not its preset's: the newest (by date, then file name). A seed
-    measured twice (a re-run after a fix, a re-run with --force) is one seed, not two: counting both
-    would shrink the interval with a repeated measurement. A run with overrides is never the
-    preset's run of its seed, so it replaces nothing. Returns the kept runs and the superseded
-    files' names."""
+    """One run per (task, row, preset, protocol, device, seed), the row being the family, the
+    config keys where the run is not its preset's and its data where not its column's: the newest
+    (by date, then file name). A seed measured twice (a re-run after a fix, a re-run with --force)
+    is one seed, not two: counting both would shrink the interval with a repeated measurement. A
+    run with overrides or on other data is never the preset's run of its seed, so it replaces
+    nothing. Returns the kept runs and the superseded files' names."""
     newest: dict[tuple, dict[str, Any]] = {}
     for r in sorted(runs, key=lambda r: (r.get("date", ""), r["_file"])):
         key = (r["task"], r.get("_row", r["attention"]), r["preset"], protocol(r), device_label(r),
