@@ -12,12 +12,26 @@ before jax is imported and reach the CLI subprocesses the tests start through th
 """
 
 import os
+import shutil
+import tempfile
 
 # YNN fusions off: their scratch memory is invisible to memory_analysis (tests/test_attention_memory.py).
 # A flag already in XLA_FLAGS keeps its value (e.g. set the level to compare timings).
 _FLAGS = ("--xla_cpu_experimental_ynn_fusion_type=", "--xla_backend_optimization_level=0")
 _given = os.environ.get("XLA_FLAGS", "")
 os.environ["XLA_FLAGS"] = " ".join([_given, *(f for f in _FLAGS if f.split("=")[0] not in _given)]).strip()
+
+# One persistent compilation cache per test session, shared by the xdist workers (they inherit the
+# controller's environment) and by the CLI subprocesses the tests start: the suite compiles the same
+# small programs in many processes (every ``python -m lra.run --preset tiny`` run compiles the same
+# steps). The folder is new for each session and removed at its end, so no executable outlives the
+# code that built it. A test that needs a real compilation (a signal sent while XLA compiles) turns
+# the cache off for its subprocess (``JAX_ENABLE_COMPILATION_CACHE=false``).
+_OWN_CACHE = "JAX_COMPILATION_CACHE_DIR" not in os.environ
+if _OWN_CACHE:
+    os.environ["JAX_COMPILATION_CACHE_DIR"] = tempfile.mkdtemp(prefix="lra-tests-xla-")
+    os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
+    os.environ["JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"] = "0"
 
 import jax  # noqa: E402
 
@@ -47,3 +61,9 @@ def pytest_collection_modifyitems(config, items):
         named = {v for v in callspec.params.values() if isinstance(v, str) and v in families}
         if named and not named & set(FAST_FAMILIES):
             item.add_marker(pytest.mark.slow)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    # The controller (not an xdist worker) removes the session's compilation cache.
+    if _OWN_CACHE and not hasattr(session.config, "workerinput"):
+        shutil.rmtree(os.environ["JAX_COMPILATION_CACHE_DIR"], ignore_errors=True)

@@ -34,31 +34,15 @@ import datetime as dt
 import json
 import os
 import shlex
-import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from lra import results, xla_cpu
+from lra.bench.peers_harness import probe_gflops
 
 DEFAULT_SCRIPT = Path(__file__).resolve().with_name("peers_harness.py")
 RETRY_FRACTION = 0.8
-
-
-def probe_gflops(n: int = 1024, reps: int = 5) -> float:
-    """The harness's probe: the median of ``reps`` float32 n^3 numpy GEMMs, in GFLOP/s."""
-    import numpy as np
-
-    x = np.ones((n, n), np.float32)
-    z = np.empty_like(x)
-    np.matmul(x, x, out=z)
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        np.matmul(x, x, out=z)
-        times.append(time.perf_counter() - t0)
-    return round(2.0 * n ** 3 / statistics.median(times) / 1e9, 1)
 
 
 # (batch, M, K, N) of the matmuls that dominate: the q/k/v/out projections at B=4, L=1024, E=512;
