@@ -32,6 +32,7 @@ import ctypes
 import json
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -257,6 +258,9 @@ def make_executor(args: argparse.Namespace, folder: Path):
         ex = submitit.LocalExecutor(folder=folder, max_num_timeout=args.max_requeues)
         ex.update_parameters(timeout_min=args.time, signal_delay_s=args.signal_delay_s)
         return ex
+    if shutil.which("srun") is None:  # submitit's own check raises a RuntimeError with a traceback
+        raise ValueError("--executor slurm needs SLURM's commands (srun, sbatch) on PATH; none found "
+                         "on this machine (use --executor local to run the cells here)")
     ex = submitit.SlurmExecutor(folder=folder, max_num_timeout=args.max_requeues)
     params: dict[str, Any] = {"time": max(1, round(args.time)), "signal_delay_s": args.signal_delay_s,
                               "array_parallelism": args.array_parallelism, "job_name": "lra",

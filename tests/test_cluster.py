@@ -127,8 +127,18 @@ def test_without_submitit_the_executor_is_a_one_line_error(tmp_path, capsys, mon
         'error: --executor local needs submitit, which is not installed: pip install -e ".[slurm]"')
 
 
-def test_slurm_flags_become_sbatch_parameters(tmp_path):
+def test_slurm_flags_become_sbatch_parameters(tmp_path, monkeypatch):
+    """Only the submission file is built (nothing is submitted): where SLURM is not installed, an
+    ``srun`` that does nothing stands on PATH for submitit's check. Without one, the sweep's error
+    is one line (on a machine without SLURM this test failed with submitit's RuntimeError)."""
     pytest.importorskip("submitit")
+    bare = sweep.parser().parse_args(["--task", "listops", "--attn", "softmax", "--executor", "slurm"])
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))
+    with pytest.raises(ValueError, match="--executor slurm needs SLURM's commands"):
+        cluster.make_executor(bare, tmp_path / "submitit" / "%j")
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "srun").write_text("#!/bin/sh\n")
+    (tmp_path / "bin" / "srun").chmod(0o755)
     args = sweep.parser().parse_args([
         "--task", "listops", "--attn", "softmax", "--executor", "slurm", "--partition", "gpu",
         "--time", "90", "--gpus-per-task", "1", "--cpus-per-task", "8", "--mem-gb", "32",
