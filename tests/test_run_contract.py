@@ -100,20 +100,27 @@ def test_result_record_has_format_version_overrides_and_fingerprint(reference, d
 
 
 @pytest.mark.slow
-def test_resume_against_other_data_is_refused_in_one_line(reference, data, tmp_path):
-    """Fails on main: the resume went on silently on the changed file."""
+def _reference_on_other_data(reference, data, tmp_path):
+    """A copy of the reference run's work directory (completed) and a copy of its data in which one
+    training file has other bytes of the same size (same generator and options): (data folder,
+    work directory, the changed file's name)."""
     other = tmp_path / "data"
     shutil.copytree(data, other)
     work = tmp_path / "w"
     shutil.copytree(Path(reference["result_file"]).parents[2] / "reference", work)
-    (work / "result.json").unlink()
     (work / "lock").unlink()
-    # rewrite the data the checkpoints were trained on with the same generator and size
     fp = reference["data"]["fingerprint"]
     name = next(n for n in fp["files"] if n.endswith("train.tsv"))
     lines = (other / name).read_bytes().splitlines(keepends=True)
     lines[1], lines[2] = lines[2], lines[1]  # same size, other bytes
     (other / name).write_bytes(b"".join(lines))
+    return other, work, name
+
+
+def test_resume_against_other_data_is_refused_in_one_line(reference, data, tmp_path):
+    """Fails on main: the resume went on silently on the changed file."""
+    other, work, name = _reference_on_other_data(reference, data, tmp_path)
+    (work / "result.json").unlink()
     args = _args(other, work, tmp_path / "results")
     code, _, err = _run(*args)
     assert code == 1, err[-3000:]
@@ -129,16 +136,7 @@ def test_resume_against_other_data_is_refused_in_one_line(reference, data, tmp_p
 def test_completed_run_against_other_data_is_refused_in_one_line(reference, data, tmp_path):
     """Fails on 040ea93: re-running a completed work directory reported its existing result
     without comparing the data present now with the data the run was made on."""
-    other = tmp_path / "data"
-    shutil.copytree(data, other)
-    work = tmp_path / "w"
-    shutil.copytree(Path(reference["result_file"]).parents[2] / "reference", work)
-    (work / "lock").unlink()
-    fp = reference["data"]["fingerprint"]
-    name = next(n for n in fp["files"] if n.endswith("train.tsv"))
-    lines = (other / name).read_bytes().splitlines(keepends=True)
-    lines[1], lines[2] = lines[2], lines[1]  # same size, other bytes
-    (other / name).write_bytes(b"".join(lines))
+    other, work, name = _reference_on_other_data(reference, data, tmp_path)
     args = _args(other, work, tmp_path / "results")
     code, out, err = _run(*args)
     assert code == 1, err[-3000:]
