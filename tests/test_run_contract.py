@@ -99,7 +99,6 @@ def test_result_record_has_format_version_overrides_and_fingerprint(reference, d
     assert (data / ".lra-fingerprints.json").is_file()  # the hash cache
 
 
-@pytest.mark.slow
 def _reference_on_other_data(reference, data, tmp_path):
     """A copy of the reference run's work directory (completed) and a copy of its data in which one
     training file has other bytes of the same size (same generator and options): (data folder,
@@ -117,6 +116,7 @@ def _reference_on_other_data(reference, data, tmp_path):
     return other, work, name
 
 
+@pytest.mark.slow
 def test_resume_against_other_data_is_refused_in_one_line(reference, data, tmp_path):
     """Fails on main: the resume went on silently on the changed file."""
     other, work, name = _reference_on_other_data(reference, data, tmp_path)
