@@ -332,22 +332,27 @@ def train_and_evaluate(config: Config, workdir: Path, *, data_dir: Path,
             print(f"{stop.args[0]}: stopped before this session's first step; nothing new to save; "
                   f"re-run the same command to go on", file=sys.stderr)
             return {"status": "preempted", "signal": stop.args[0], "step": None}
-        except BaseException:
-            # Disk full, a second Ctrl-C, ...: let the saves under way complete and be verified,
-            # so that a re-run resumes from them, and end orbax's writer threads (left running,
-            # they fail noisily at interpreter shutdown); the original error is the one reported.
-            if opened and disk_full(sys.exc_info()[1]):
-                quiet_background_errors()  # the error is reported once, by the caller
-            for ckpt in opened:
-                for end in (ckpt.wait, ckpt.close):
-                    try:
-                        end()
-                    except BaseException:
-                        pass
+        except BaseException as error:
+            _end_saves_after(error, opened)
             raise
         finally:
             if lock is not None:
                 lock.close()
+
+
+def _end_saves_after(error: BaseException, opened: list[Checkpoints]) -> None:
+    """After a failure (disk full, a second Ctrl-C, ...): let the saves under way complete and be
+    verified, so that a re-run resumes from them, and end orbax's writer threads (left running,
+    they fail noisily at interpreter shutdown). The original error is the one reported, once, by
+    the caller: errors met here are dropped."""
+    if opened and disk_full(error):
+        quiet_background_errors()
+    for ckpt in opened:
+        for end in (ckpt.wait, ckpt.close):
+            try:
+                end()
+            except BaseException:
+                pass
 
 
 def _under(path: Path, folder: Path) -> bool:
