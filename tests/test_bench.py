@@ -9,12 +9,15 @@ import argparse
 import json
 import math
 import statistics
+import subprocess
+import sys
 from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import cli_env
 
 import tasks
 from lra import config as config_lib
@@ -137,6 +140,26 @@ def test_too_big_or_broken_configs_are_recorded_not_crashes(tmp_path, monkeypatc
     assert by["linear"]["status"] == "skipped" and "this family is unfinished" in by["linear"]["reason"]
     assert by["softmax"]["speed_vs_softmax"] is None
     assert bench.main(["--attn", "linear", "--out", str(out)]) == 2  # never overwrites
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stage,signame", [("import", "SIGINT"), ("time", "SIGTERM")])
+def test_a_stop_signal_is_one_line_exit_75_and_no_bench_file(tmp_path, stage, signame):
+    """Fails on 7162751: lra.bench had no stop-signal handling and no hook stages (the run below
+    finished and wrote its file, exit 0). A real signal gave: SIGTERM killed it (-15), SIGINT a
+    KeyboardInterrupt traceback out of JAX's lowering. "import": while JAX loads; "time": at the
+    first timed step, once everything compiled and warmed up."""
+    folder = tmp_path / "efficiency"
+    out = subprocess.run(
+        [sys.executable, "-m", "lra.bench", "--attn", "linear", "--lengths", "64", "--batch", "2",
+         "--steps", "2", "--warmup", "0", "--out", str(folder / "b.json"), *TINY],
+        capture_output=True, text=True, timeout=300,
+        env=cli_env(LRA_TEST_SIGNAL_AT=f"{stage}:{signame}"))
+    assert out.returncode == 75, out.stderr[-3000:]
+    assert out.stderr.strip().splitlines() == [
+        f"{signame}: stopped before the measurement finished; nothing written (a bench file holds "
+        f"a whole measurement or nothing); re-run the same command"]
+    assert out.stdout == "" and list(folder.iterdir()) == []
 
 
 def test_unknown_family_and_bad_lengths_are_errors(capsys):
