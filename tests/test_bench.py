@@ -6,8 +6,10 @@ on 2 CPU cores.
 """
 
 import argparse
+import errno
 import json
 import math
+import os
 import statistics
 import subprocess
 import sys
@@ -221,7 +223,28 @@ def test_isolated_measurement_runs_in_a_fresh_process():
     assert out["memory"]["rss_growth"] >= 0 and out["compiled_memory"]["total"] > 0
 
 
-def test_claim_never_overwrites(tmp_path):
-    first = bench.claim(tmp_path / "x.json")
-    second = bench.claim(tmp_path / "x.json")
+def test_the_bench_file_never_overwrites(tmp_path):
+    first = bench.write_unique(tmp_path / "x.json", {"n": 1})
+    second = bench.write_unique(tmp_path / "x.json", {"n": 2})
     assert first.name == "x.json" and second.name == "x_1.json"
+    assert [json.loads(p.read_text())["n"] for p in (first, second)] == [1, 2]
+
+
+def test_a_full_disk_leaves_no_bench_file(tmp_path, monkeypatch, capsys):
+    """Fails on 7162751: the bench created its file empty (to claim the name), then wrote into it
+    on the side and renamed: a full disk left the empty file (which the leaderboard then reports
+    as invalid), and the message ended "(None)"."""
+    from lra import results
+
+    def no_space(*args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(bench, "run", lambda args, stops: {"schema": efficiency.SCHEMA})
+    monkeypatch.setattr(results.json, "dump", no_space)
+    folder = tmp_path / "efficiency"
+    code = bench.main(["--attn", "linear", "--lengths", "64", "--out", str(folder / "b.json"),
+                       *TINY])
+    err = capsys.readouterr().err
+    assert code == 1 and err == (f"error: cannot write the bench file {folder / 'b.json'}: No space "
+                                 f"left on device; nothing written\n")
+    assert list(folder.iterdir()) == []

@@ -34,7 +34,9 @@ the error. The result file goes to ``results/efficiency/`` (never overwritten); 
 lra.leaderboard`` turns it into tables and figures. "Length" is the number of input tokens; with CLS
 pooling the encoder sees one more.
 
-A bench file holds a whole measurement or nothing: it is written once, at the end. SIGTERM, SIGINT or
+A bench file holds a whole measurement or nothing: it is written once, at the end, under a temporary
+name linked to its own (``lra.results.write_new``: no empty or cut-short file after a kill or a full
+disk). SIGTERM, SIGINT or
 SIGUSR2 stop the bench at the next safe point (between two compilations or two steps: the handler
 only sets a flag, ``lra.stop_signals``), before the file is written: what was measured so far is
 dropped (a part of the grid, or fewer steps than asked, is not a measurement to tabulate), one line
@@ -401,13 +403,14 @@ def default_out(results_dir: Path, task: str, batch: int, dtype: str) -> Path:
             f"{task}__{device}-x{d['count']}__b{batch}__{dtype}__{stamp}.json")
 
 
-def claim(path: Path) -> Path:
-    """Create ``path`` (or ``path`` with _1, _2, ... before the suffix) exclusively; never overwrite."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+def write_unique(path: Path, record: dict[str, Any]) -> Path:
+    """Write ``record`` under ``path``, or ``path`` with _1, _2, ... before the suffix where that
+    name is taken; returns the name written. Never overwrites, and the file appears whole or not at
+    all (``results.write_new``: a kill or a full disk leaves no empty or cut-short file)."""
     for n in range(1000):
         candidate = path if n == 0 else path.with_name(f"{path.stem}_{n}{path.suffix}")
         try:
-            os.close(os.open(candidate, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            results.write_new(candidate, record)
             return candidate
         except FileExistsError:
             continue
@@ -667,11 +670,11 @@ def _main(argv: list[str] | None, stops: stop_signals.StopSignals) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     stop_signals.check(stops, "write")
+    out = args.out or default_out(args.results_dir, args.task, args.batch, args.dtype)
     try:
-        out = claim(args.out or default_out(args.results_dir, args.task, args.batch, args.dtype))
-        results.write_json_atomic(out, record)
+        out = write_unique(out, record)
     except OSError as err:  # the folder became unwritable, or the disk filled, while measuring
-        print(f"error: cannot write the bench file: {err.strerror or err} ({err.filename})",
+        print(f"error: cannot write the bench file {out}: {err.strerror or err}; nothing written",
               file=sys.stderr)
         return 1
     ok = [r for r in record["results"] if r["status"] == "ok"]
