@@ -408,6 +408,42 @@ def test_disk_full_is_one_line_and_keeps_the_checkpoint(base, tmp_path, monkeypa
     assert Checkpoints(work).newest_verified("last")[0] == 10
 
 
+@pytest.mark.slow
+def test_a_disk_full_before_a_checksum_resumes_from_the_verified_checkpoint_and_says_so(
+        base, tmp_path, monkeypatch):
+    """The disk fills up once step 10's checkpoint is saved, before its checksum file is written:
+    step 10 is on disk but unverified, and the rerun resumes from step 5 (verified). Fails on
+    7162751, which did that but said step 10's "save did not complete" (it had: only its checksum
+    was missing) and not which checkpoint was used instead."""
+    work = tmp_path / "w"
+    sums = work / "checkpoints" / "checksums"
+    real = Path.write_text
+
+    def write_text(self, *args, **kwargs):  # a full disk stays full: every checksum from step 10
+        if self.parent == sums and int(self.name.split("-")[1].split(".")[0]) >= 10:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "write_text", write_text)
+    args = _args(base / "data", work, tmp_path / "results", "--set", "train.checkpoint_every=5")
+    code, _, err = _run(*args)
+    monkeypatch.undo()
+    assert code == 1
+    _one_line_error(err)
+    assert "disk full" in err and str(work / "checkpoints") in err
+    assert (work / "checkpoints" / "last" / "10").is_dir() and not (sums / "last-10.sha256").exists()
+    code, _, err = _run(*args)
+    assert code == 0, err[-3000:]
+    [line] = [x for x in err.splitlines() if x.startswith("warning:")]
+    assert line == (f"warning: not resuming from {work / 'checkpoints' / 'last' / '10'}: no checksum "
+                    f"was recorded for it (its save, or the checksum written after it, did not "
+                    f"complete: killed, or the disk was full); moved to "
+                    f"{work / 'checkpoints' / 'rejected'} (kept, not used); resuming from the "
+                    f"verified checkpoint of step 5 instead")
+    assert f"resuming from step 5 in {work} (checkpoint verified)" in err
+    assert (work / "checkpoints" / "rejected" / "last-10").is_dir()
+
+
 def test_unwritable_results_dir_fails_before_step_1(base, tmp_path, monkeypatch):
     results = tmp_path / "results"
     real_open = os.open
@@ -629,3 +665,4 @@ def test_leaderboard_skips_invalid_result_files(finished, tmp_path, capsys):
 def test_leaderboard_fails_on_a_missing_results_dir(tmp_path, capsys):
     assert leaderboard.main(["--results-dir", str(tmp_path / "nope")]) == 1
     assert not (tmp_path / "nope").exists()
+
