@@ -82,9 +82,13 @@ def compile_once(tmp_path_factory):
     before = {k: getattr(jax.config, k) for k in keys}
     for key, value in zip(keys, (cache, 0.0, 0)):
         jax.config.update(key, value)
+    session_cache = os.environ.get("JAX_COMPILATION_CACHE_DIR")  # conftest.py's, removed at the end
     os.environ["JAX_COMPILATION_CACHE_DIR"] = cache
     yield
-    os.environ.pop("JAX_COMPILATION_CACHE_DIR")
+    if session_cache is None:
+        os.environ.pop("JAX_COMPILATION_CACHE_DIR")
+    else:
+        os.environ["JAX_COMPILATION_CACHE_DIR"] = session_cache
     for key, value in before.items():
         jax.config.update(key, value)
     from jax.experimental.compilation_cache import compilation_cache
