@@ -164,6 +164,12 @@ class Checkpoints:
         return sorted(self.managers[which].all_steps())
 
     def save(self, which: str, step: int, state: Any, meta: dict[str, Any]) -> None:
+        # The previous save's checksum first (orbax waits for that save to complete anyway): this
+        # save may push the oldest checkpoint out (max_to_keep), which must not happen while the
+        # previous one is unverified. A checksum that cannot be written (a full disk) stops here,
+        # with the verified checkpoint still there to resume from.
+        self.managers[which].wait_until_finished()
+        self.record_checksums()
         self.managers[which].save(step, args=ocp.args.Composite(
             state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta)), force=True)
         self._pending.append((which, step))
