@@ -9,8 +9,8 @@ saving because every step's randomness is derived from (seed, step).
 Verification: once a save has completed (orbax has renamed it into place), the SHA-256 of its files
 (relative paths and bytes, in sorted order) is written to ``checkpoints/checksums/<which>-<step>
 .sha256``. Only a checkpoint whose files still give that digest is restored: a flipped byte, a
-truncated or deleted file, or a save that never completed (killed before its checksum was written)
-is skipped in favour of the newest one that verifies (the skipped ones are moved to
+truncated or deleted file, or a save whose checksum was never written (the process killed, or the
+disk full, before that) is skipped in favour of the newest one that verifies (the skipped ones are moved to
 ``checkpoints/rejected/``), and with none left the run refuses to start, naming the folder to
 delete. Two ``last`` checkpoints are kept so that one verified checkpoint survives a crash during the
 next save.
@@ -164,6 +164,12 @@ class Checkpoints:
         return sorted(self.managers[which].all_steps())
 
     def save(self, which: str, step: int, state: Any, meta: dict[str, Any]) -> None:
+        # The previous save's checksum first (orbax waits for that save to complete anyway): this
+        # save may push the oldest checkpoint out (max_to_keep), which must not happen while the
+        # previous one is unverified. A checksum that cannot be written (a full disk) stops here,
+        # with the verified checkpoint still there to resume from.
+        self.managers[which].wait_until_finished()
+        self.record_checksums()
         self.managers[which].save(step, args=ocp.args.Composite(
             state=ocp.args.StandardSave(state), meta=ocp.args.JsonSave(meta)), force=True)
         self._pending.append((which, step))
@@ -210,7 +216,8 @@ class Checkpoints:
         """None if checkpoint ``which/step`` gives its recorded checksum, else what is wrong."""
         recorded = self._sum_file(which, step)
         if not recorded.is_file():
-            return "no checksum was recorded for it (its save did not complete)"
+            return ("no checksum was recorded for it (its save, or the checksum written after it, "
+                    "did not complete: killed, or the disk was full)")
         try:
             expected = recorded.read_text().split()[0]
             actual = folder_digest(self.root / which / str(step))

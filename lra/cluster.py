@@ -17,6 +17,12 @@ checkpoint on SIGTERM, before and after the change that makes it exit 75), waits
 itself as a ``DelayedSubmission``, which submitit requeues; the requeued task runs the same lra.run,
 which resumes from that checkpoint.
 
+Under ``local``, submitit's controller process outlives the sweep by design: a sweep that ends, even
+by ``kill -9``, would leave its runs going. Each task therefore checks every 0.2 s that the sweep's
+process is still there (``CellSpec.owner``); once it is gone, the task sends its lra.run SIGTERM (a
+checkpoint), ends, and the controller with it. Under ``slurm`` the jobs outlive the sweep, as queued
+jobs do.
+
 Finished is decided from the result files, never from an exit status: a cell is done iff a result
 file of its resolved config exists under ``<results-dir>/runs`` (the sweep's skip check). Without one,
 an exit 75 (lra.run stopped early with a resumable checkpoint), 0, 130 or death by a signal means
@@ -60,6 +66,10 @@ class CellSpec:
     workdir: Path
     results_dir: Path
     config: str  # the resolved config as canonical JSON, as the sweep's skip check compares it
+    # --executor local: the sweep's process, (pid, start time): the task stops its run once it is
+    # gone (submitit's local controller outlives the sweep by design, and a killed sweep runs no
+    # code); None under SLURM, whose jobs outlive the sweep that submitted them
+    owner: tuple[int, str | None] | None = None
 
 
 @dataclass
@@ -86,6 +96,33 @@ def find_result(results_dir: Path, config: str) -> Path | None:
     # [(file name, data fingerprint)], sorted by name; a result made on other data was planned as a
     # conflict and never submitted, so any entry is this cell's run
     return Path(results_dir) / "runs" / entries[-1][0] if entries else None
+
+
+def _start_time(pid: int) -> str | None:
+    """Process ``pid``'s start time (Linux: /proc/<pid>/stat), which tells it from a later process
+    given the same pid; None where it cannot be read."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def _alive(pid: int, started: str | None) -> bool:
+    """Whether process ``pid``, started at ``started`` (``_start_time``), still runs: not ended,
+    not a zombie (a killed sweep stays one until its parent reaps it), its pid not reused."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except FileNotFoundError:
+        return False
+    except OSError:  # no /proc (macOS): whether the pid exists
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            pass
+        return True
+    return fields[0] != "Z" and (started is None or fields[19] == started)
 
 
 def _die_with_parent() -> None:
@@ -137,6 +174,12 @@ class RunCell:
                 # Poll, not wait(): submitit's signal handler runs in this thread and waits for the
                 # child itself (RunCell.checkpoint).
                 while self._child.returncode is None and self._child.poll() is None:
+                    if spec.owner is not None and not _alive(*spec.owner):
+                        code = self._stop_child()
+                        self._log(f"the sweep (pid {spec.owner[0]}) is gone; the run stopped with "
+                                  f"status {code}")
+                        return Outcome("interrupted", "the sweep that started it ended", "",
+                                       str(log_path), code, self.requeues)
                     time.sleep(0.2)
             code = self._child.returncode
             with open(log_path) as log:
@@ -276,16 +319,18 @@ def make_executor(args: argparse.Namespace, folder: Path):
 
 def specs(plans, args: argparse.Namespace) -> list[CellSpec]:
     """A CellSpec per plan (lra.sweep's Plan: cell, argv, workdir), its config resolved again by
-    lra.run's parser, as the sweep's skip check does."""
+    lra.run's parser, as the sweep's skip check does. Under ``--executor local`` each names this
+    process as its owner: its task stops the run when the sweep is gone."""
     from lra import run as run_cli
 
     parser = run_cli.parser()
+    owner = (os.getpid(), _start_time(os.getpid())) if args.executor == "local" else None
     out = []
     for p in plans:
         config = run_cli.resolve_config(parser.parse_args(p.argv)).to_dict()
         canonical = json.dumps(json.loads(json.dumps(config)), sort_keys=True)
         out.append(CellSpec(str(p.cell), tuple(p.argv), Path(p.workdir), Path(args.results_dir),
-                            canonical))
+                            canonical, owner))
     return out
 
 

@@ -20,20 +20,26 @@ error of a model at chance on that seed's n test examples, sqrt(p (1 - p) / n) (
 trainer's at-chance notice, ``lra.metrics_log``). A mean hides such seeds; the table counts them.
 
 Exit status: 0 table printed with every seed measured, 1 a seed failed or has no result yet (the
-table shows those that have one), 2 bad command line or an unknown row.
+table shows those that have one), 2 bad command line or an unknown row, 75 stopped by SIGTERM, SIGINT
+or SIGUSR2 (``lra.sweep`` passes the signal on to the running seed, which saves a checkpoint; no
+table is printed; the same command goes on). This command writes no file itself.
 """
 
 from __future__ import annotations
 
 import argparse
 import difflib
+import functools
 import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lra.leaderboard import published
+from lra import stop_signals
+
+# lra.leaderboard (published numbers) loads matplotlib: imported inside the functions, after ``main``
+# installed the stop-signal handler.
 
 # Where every LRA-protocol row departs from LRA's own run (README "Comparability with LRA's Table
 # 1": the fixes there apply to every family and move results toward what the model can do).
@@ -95,6 +101,8 @@ class Row:
 
 
 def _rows() -> dict[str, Row]:
+    from lra.leaderboard import published
+
     rows: dict[str, Row] = {}
     for source, table in published.SOURCES:
         for family, values in table.items():
@@ -119,7 +127,16 @@ def _rows() -> dict[str, Row]:
     return rows
 
 
-ROWS = _rows()
+@functools.cache
+def rows() -> dict[str, Row]:
+    """Every row by name (``ROWS``), built on first use."""
+    return _rows()
+
+
+def __getattr__(name: str) -> Any:  # ``reproduce.ROWS``: the rows, built on first use
+    if name == "ROWS":
+        return rows()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class UnknownRowError(ValueError):
@@ -127,12 +144,12 @@ class UnknownRowError(ValueError):
 
 
 def find(name: str) -> Row:
-    if name in ROWS:
-        return ROWS[name]
-    close = difflib.get_close_matches(name, list(ROWS), n=5, cutoff=0.6)
+    if name in rows():
+        return rows()[name]
+    close = difflib.get_close_matches(name, list(rows()), n=5, cutoff=0.6)
     hint = f"; close matches: {', '.join(close)}" if close else ""
     raise UnknownRowError(f"unknown row {name!r}{hint} (python -m lra.reproduce --list prints "
-                          f"all {len(ROWS)})")
+                          f"all {len(rows())})")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -177,6 +194,7 @@ def at_chance(accuracy: float, num_classes: int, examples: int) -> bool:
 def table(row: Row, records: dict[int, dict], seeds: list[int], preset: str,
           overrides: tuple[str, ...] = ()) -> list[str]:
     """The comparison, as Markdown lines with the notes under it."""
+    from lra.leaderboard import published
     from lra.leaderboard.cells import cell_stats, md_table
 
     key, evaluated = metric_keys(row.protocol)
@@ -261,10 +279,23 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # The signal raises at once: this command writes nothing, and while a seed runs lra.sweep has
+    # its own handler (passing the signal on to the run, which checkpoints).
+    with stop_signals.raising():
+        try:
+            stop_signals.test_hook("import")
+            return _main(argv)
+        except stop_signals.Stopped as stop:
+            print(f"{stop.args[0]}: stopped; no seed was running, the seeds' checkpoints and "
+                  f"results are kept; re-run the same command", file=sys.stderr)
+            return stop_signals.EXIT_RESUMABLE
+
+
+def _main(argv: list[str] | None) -> int:
     args = parser().parse_args(argv)
     if args.list:
-        width = max(map(len, ROWS))
-        for row in ROWS.values():
+        width = max(map(len, rows()))
+        for row in rows().values():
             printed = row.printed if isinstance(row.printed, str) else f"{row.printed:.2f}"
             print(f"{row.name:{width}}  {printed:>6}  {row.command()}  ({row.source})")
         return 0
@@ -302,6 +333,8 @@ def main(argv: list[str] | None = None) -> int:
         code = sweep.main(sweep_argv)
         if code == 2:
             return 2
+        if code in (stop_signals.EXIT_RESUMABLE, stop_signals.EXIT_INTERRUPTED):
+            return stop_signals.EXIT_RESUMABLE  # the sweep said so in one line; no table of a part
     records = seed_results(configs, args.results_dir)
     print("\n".join(table(row, records, seeds, args.preset, tuple(args.overrides))))
     if args.shard is not None:  # the other shards' seeds are theirs to run

@@ -58,17 +58,18 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-import attention
-import tasks
 from lra import cluster, data_fingerprint, stop_signals
-from lra import config as config_lib
 from lra import run as run_cli
-from lra.checkpoint import peek_last
-from lra.config import flatten
-from lra.data import default_data_dir
 from lra.registry import UnknownNameError
+
+if TYPE_CHECKING:
+    from lra import config as config_lib
+
+# The families, the tasks, the configs and JAX are imported inside the functions (each of the
+# modules above imports none of them): ``main`` installs the stop-signal handler first, so that a
+# signal while they load sets a flag instead of killing the sweep.
 
 MAX_CELLS = 1000  # a larger grid needs --allow-large-grid (a typo like --seeds 0-100000)
 
@@ -177,6 +178,9 @@ def expand(task_arg: str, attn_arg: str, seeds: Iterable[int],
     """Every (task, family, grid point, seed) named, in canonical order. ``all`` families includes
     those that packages outside this tree register through the ``lra.attention`` entry-point
     group."""
+    import attention
+    import tasks
+
     task_names = _names(task_arg, tasks.available(), "task")
     attn_names = _names(attn_arg, attention.available(), "attn")
     points = [tuple(zip([k for k, _ in grid], combo)) for combo in
@@ -240,6 +244,8 @@ def _canonical(config: dict[str, Any]) -> str:
 def finished_configs(results_dir: Path) -> dict[str, list[tuple[str, Any]]]:
     """{canonical resolved config: [(result file name, its data fingerprint or None)]} of the
     result files in ``<results_dir>/runs``."""
+    from lra import config as config_lib
+
     done: dict[str, list[tuple[str, Any]]] = {}
     for path in sorted((Path(results_dir) / "runs").glob("*.json")):
         try:
@@ -257,6 +263,8 @@ def finished_configs(results_dir: Path) -> dict[str, list[tuple[str, Any]]]:
 def data_now(config: config_lib.Config, data_dir: Path) -> dict[str, Any] | None:
     """The fingerprint of the data the cell would read now (None where it cannot be told without
     preparing the data)."""
+    import tasks
+
     try:
         task = tasks.build(config.task, data_dir, **config.data)
         return data_fingerprint.fingerprint(task.provenance(), data_dir)
@@ -271,6 +279,9 @@ def decide(config: config_lib.Config, workdir: Path, finished: dict[str, list[tu
     A result of the same config counts as done only if it was made on the data present now (its
     data fingerprint, where it has one): one made on other data is a ``conflict`` naming the
     difference (lra.run would refuse to resume on other data too)."""
+    from lra import config as config_lib
+    from lra.checkpoint import peek_last
+
     current = json.loads(json.dumps(config.to_dict()))  # as a result file holds it (lists, not tuples)
     if _canonical(current) in finished:
         found = finished[_canonical(current)]
@@ -291,7 +302,8 @@ def decide(config: config_lib.Config, workdir: Path, finished: dict[str, list[tu
     step, saved_config = saved
     if saved_config is None:  # lra.run checks it when it starts
         return "resume", f"from step {step} (config not readable here)"
-    a, b = flatten(config_lib.with_protocol(saved_config)), flatten(current)
+    a, b = (config_lib.flatten(config_lib.with_protocol(saved_config)),
+            config_lib.flatten(current))
     differ = sorted(k for k in a.keys() | b.keys() if a.get(k, "<absent>") != b.get(k, "<absent>"))
     if differ:
         return "conflict", (f"{workdir} holds a checkpoint of another config ({', '.join(differ)}); "
@@ -302,6 +314,9 @@ def decide(config: config_lib.Config, workdir: Path, finished: dict[str, list[tu
 def plan(cells: list[Cell], args: argparse.Namespace, *, decide_actions: bool = True) -> list[Plan]:
     """Resolve every cell's config (through lra.run's parser) and decide what to do with it
     (without ``decide_actions``, every action is ``run`` and no result file is read)."""
+    from lra import config as config_lib
+    from lra.data import default_data_dir
+
     finished = finished_configs(args.results_dir) if decide_actions else {}
     parser = run_cli.parser()
     plans, errors = [], []
@@ -541,6 +556,10 @@ def sweep(plans: list[Plan], stream: TextIO, results_dir: Path | None = None
 
 
 def parser() -> argparse.ArgumentParser:
+    import attention
+    import tasks
+    from lra import config as config_lib
+
     p = argparse.ArgumentParser(
         prog="python -m lra.sweep",
         description="Run every (task, attention family, seed) of a grid with lra.run, skipping "
@@ -617,16 +636,33 @@ def check_paths(args: argparse.Namespace) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Exit status: 0 every cell done or skipped; 1 a cell failed, or a path of the wrong kind;
     2 bad command line; 75 stopped by SIGTERM or SIGUSR2 (the running cell checkpointed; the same
-    command goes on); 130 stopped by Ctrl-C (likewise)."""
+    command goes on); 130 stopped by Ctrl-C (likewise). A stop signal while the modules load
+    (before any cell started) exits 75 or 130 too, after one line."""
+    # Before the heavy imports (``parser`` loads JAX and every family): a stop signal from here on
+    # only sets a flag. Its own flag, not ``stop_signals.handling``'s: that one is cleared when
+    # the handlers are restored, and a signal just before would be lost.
+    starting = stop_signals.StopSignals().install()
     try:
-        return _main(argv)
+        try:
+            stop_signals.test_hook("import")
+            p = parser()
+        finally:
+            starting.uninstall()
+        if starting.requested:
+            print(f"{starting.requested}: sweep stopped while starting, before any cell started; "
+                  f"re-run the same command", file=sys.stderr)
+            return (stop_signals.EXIT_INTERRUPTED if starting.requested == "SIGINT"
+                    else stop_signals.EXIT_RESUMABLE)
+        return _main(p, argv)
     except KeyboardInterrupt:  # Ctrl-C while planning (the cells' runs have their own handler)
         print("interrupted (SIGINT) before any cell started; nothing to resume", file=sys.stderr)
         return stop_signals.EXIT_INTERRUPTED
 
 
-def _main(argv: list[str] | None) -> int:
-    args = parser().parse_args(argv)
+def _main(p: argparse.ArgumentParser, argv: list[str] | None) -> int:
+    from lra import config as config_lib
+
+    args = p.parse_args(argv)
     try:
         check_paths(args)
     except SweepPathError as err:

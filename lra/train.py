@@ -720,7 +720,8 @@ def _resume(ckpt: Checkpoints, config: Config, state, history: History, workdir:
     step, skipped = ckpt.newest_verified("last")
     for line in skipped:
         print(f"warning: not resuming from {line}" + (
-            f"; moved to {ckpt.root / 'rejected'}" if step is not None else ""), file=sys.stderr)
+            f"; moved to {ckpt.root / 'rejected'} (kept, not used); resuming from the verified "
+            f"checkpoint of step {step} instead" if step is not None else ""), file=sys.stderr)
     if step is None:
         raise CheckpointError(f"no checkpoint in {ckpt.root / 'last'} verifies; delete "
                               f"{ckpt.root} to start over from step 0")

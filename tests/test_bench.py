@@ -6,15 +6,20 @@ on 2 CPU cores.
 """
 
 import argparse
+import errno
 import json
 import math
+import os
 import statistics
+import subprocess
+import sys
 from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import cli_env
 
 import tasks
 from lra import config as config_lib
@@ -139,6 +144,26 @@ def test_too_big_or_broken_configs_are_recorded_not_crashes(tmp_path, monkeypatc
     assert bench.main(["--attn", "linear", "--out", str(out)]) == 2  # never overwrites
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("stage,signame", [("import", "SIGINT"), ("time", "SIGTERM")])
+def test_a_stop_signal_is_one_line_exit_75_and_no_bench_file(tmp_path, stage, signame):
+    """Fails on 7162751: lra.bench had no stop-signal handling and no hook stages (the run below
+    finished and wrote its file, exit 0). A real signal gave: SIGTERM killed it (-15), SIGINT a
+    KeyboardInterrupt traceback out of JAX's lowering. "import": while JAX loads; "time": at the
+    first timed step, once everything compiled and warmed up."""
+    folder = tmp_path / "efficiency"
+    out = subprocess.run(
+        [sys.executable, "-m", "lra.bench", "--attn", "linear", "--lengths", "64", "--batch", "2",
+         "--steps", "2", "--warmup", "0", "--out", str(folder / "b.json"), *TINY],
+        capture_output=True, text=True, timeout=300,
+        env=cli_env(LRA_TEST_SIGNAL_AT=f"{stage}:{signame}"))
+    assert out.returncode == 75, out.stderr[-3000:]
+    assert out.stderr.strip().splitlines() == [
+        f"{signame}: stopped before the measurement finished; nothing written (a bench file holds "
+        f"a whole measurement or nothing); re-run the same command"]
+    assert out.stdout == "" and list(folder.iterdir()) == []
+
+
 def test_unknown_family_and_bad_lengths_are_errors(capsys):
     assert bench.main(["--attn", "nosuch", "--lengths", "64", "--no-progress"]) == 2
     assert "unknown attention 'nosuch'" in capsys.readouterr().err
@@ -198,7 +223,28 @@ def test_isolated_measurement_runs_in_a_fresh_process():
     assert out["memory"]["rss_growth"] >= 0 and out["compiled_memory"]["total"] > 0
 
 
-def test_claim_never_overwrites(tmp_path):
-    first = bench.claim(tmp_path / "x.json")
-    second = bench.claim(tmp_path / "x.json")
+def test_the_bench_file_never_overwrites(tmp_path):
+    first = bench.write_unique(tmp_path / "x.json", {"n": 1})
+    second = bench.write_unique(tmp_path / "x.json", {"n": 2})
     assert first.name == "x.json" and second.name == "x_1.json"
+    assert [json.loads(p.read_text())["n"] for p in (first, second)] == [1, 2]
+
+
+def test_a_full_disk_leaves_no_bench_file(tmp_path, monkeypatch, capsys):
+    """Fails on 7162751: the bench created its file empty (to claim the name), then wrote into it
+    on the side and renamed: a full disk left the empty file (which the leaderboard then reports
+    as invalid), and the message ended "(None)"."""
+    from lra import results
+
+    def no_space(*args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(bench, "run", lambda args, stops: {"schema": efficiency.SCHEMA})
+    monkeypatch.setattr(results.json, "dump", no_space)
+    folder = tmp_path / "efficiency"
+    code = bench.main(["--attn", "linear", "--lengths", "64", "--out", str(folder / "b.json"),
+                       *TINY])
+    err = capsys.readouterr().err
+    assert code == 1 and err == (f"error: cannot write the bench file {folder / 'b.json'}: No space "
+                                 f"left on device; nothing written\n")
+    assert list(folder.iterdir()) == []

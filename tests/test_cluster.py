@@ -6,6 +6,7 @@ fixtures). The pre-time-limit signal is sent by the test to the submitit task, a
 whole seconds after a start-up that varies with the machine's load.
 """
 
+import contextlib
 import json
 import os
 import signal
@@ -101,6 +102,49 @@ def test_a_signalled_cell_checkpoints_is_requeued_and_resumes_to_the_same_result
     assert "(requeue 1): " in log and "resum" in log.lower()
     task_log = next((tmp_path / "wd" / "submitit").glob("*/*_0_log.out")).read_text()
     assert "signalled; the run stopped with status" in task_log and "requeued (1 of 3)" in task_log
+
+
+def _parent(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def _running(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.slow
+def test_a_killed_sweep_takes_its_local_tasks_and_their_runs_with_it(tmp_path, data_dir):
+    """kill -9 of a sweep with --executor local: the task sees the sweep gone, its lra.run saves a
+    checkpoint and stops, and submitit's controller ends. Fails on 7162751: all three ran on as
+    orphans (the lra.run's PR_SET_PDEATHSIG is tied to the task, which outlived the sweep with
+    its controller, started by submitit to survive the python session)."""
+    cmd = [*_cmd(tmp_path, data_dir, "--executor", "local", seeds="0"),
+           "--set", "train.num_steps=100000", "--set", "train.checkpoint_every=100000"]
+    sweep_proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                  env=cli_env())
+    workdir = tmp_path / "wd" / "listops-softmax-tiny-seed0"
+    pids = []
+    try:
+        wait_until_training(workdir)
+        run = int((workdir / "lock").read_text().strip())
+        task = _parent(run)
+        pids = [run, task, _parent(task)]  # lra.run, the submitit task, its controller
+        assert _parent(pids[2]) == sweep_proc.pid
+        sweep_proc.send_signal(signal.SIGKILL)
+        sweep_proc.wait(timeout=30)
+        deadline = time.time() + 60
+        while any(map(_running, pids)) and time.time() < deadline:
+            time.sleep(0.2)
+        assert not any(map(_running, pids)), [p for p in pids if _running(p)]
+    finally:
+        sweep_proc.kill()
+        for pid in pids:  # whatever outlived the sweep, so that a failure leaves no orphan
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    assert "SIGTERM: checkpoint saved at step " in (workdir / "sweep.log").read_text()
 
 
 @pytest.mark.slow

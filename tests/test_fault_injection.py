@@ -82,9 +82,13 @@ def compile_once(tmp_path_factory):
     before = {k: getattr(jax.config, k) for k in keys}
     for key, value in zip(keys, (cache, 0.0, 0)):
         jax.config.update(key, value)
+    session_cache = os.environ.get("JAX_COMPILATION_CACHE_DIR")  # conftest.py's, removed at the end
     os.environ["JAX_COMPILATION_CACHE_DIR"] = cache
     yield
-    os.environ.pop("JAX_COMPILATION_CACHE_DIR")
+    if session_cache is None:
+        os.environ.pop("JAX_COMPILATION_CACHE_DIR")
+    else:
+        os.environ["JAX_COMPILATION_CACHE_DIR"] = session_cache
     for key, value in before.items():
         jax.config.update(key, value)
     from jax.experimental.compilation_cache import compilation_cache
@@ -408,6 +412,65 @@ def test_disk_full_is_one_line_and_keeps_the_checkpoint(base, tmp_path, monkeypa
     assert Checkpoints(work).newest_verified("last")[0] == 10
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("saves", ["fast", "slow"])
+def test_a_disk_full_before_a_checksum_resumes_from_the_verified_checkpoint_and_says_so(
+        base, tmp_path, monkeypatch, saves):
+    """The disk fills up once step 10's checkpoint is saved, before its checksum file is written:
+    step 10 is on disk but unverified, and the rerun resumes from step 5 (verified). "slow": each
+    save still under way when the next one starts (its checksum written only then), which a
+    loaded machine gave in about 1 run of 6.
+
+    Fails on 7162751: it said step 10's "save did not complete" (it had: only its checksum was
+    missing) and not which checkpoint was used instead; with slow saves, step 15 was saved before
+    step 10's checksum failed, which pushed step 5 out (two kept), and the rerun found no
+    checkpoint that verifies ("delete checkpoints to start over from step 0")."""
+    from lra.checkpoint import Checkpoints
+
+    work = tmp_path / "w"
+    sums = work / "checkpoints" / "checksums"
+    real, real_save, real_record = Path.write_text, Checkpoints.save, Checkpoints.record_checksums
+
+    def write_text(self, *args, **kwargs):  # a full disk stays full: every checksum from step 10
+        if self.parent == sums and int(self.name.split("-")[1].split(".")[0]) >= 10:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real(self, *args, **kwargs)
+
+    def save(self, *args, **kwargs):
+        self.saving = True
+        try:
+            real_save(self, *args, **kwargs)
+        finally:
+            self.saving = False
+
+    def record_checksums(self):  # slow saves: not done at the step boundaries
+        if getattr(self, "saving", False):
+            real_record(self)
+
+    monkeypatch.setattr(Path, "write_text", write_text)
+    if saves == "slow":
+        monkeypatch.setattr(Checkpoints, "save", save)
+        monkeypatch.setattr(Checkpoints, "record_checksums", record_checksums)
+    args = _args(base / "data", work, tmp_path / "results", "--set", "train.checkpoint_every=5")
+    code, _, err = _run(*args)
+    monkeypatch.undo()
+    assert code == 1
+    _one_line_error(err)
+    assert "disk full" in err and str(work / "checkpoints") in err
+    assert sorted(int(p.name) for p in (work / "checkpoints" / "last").iterdir()) == [5, 10]
+    assert not (sums / "last-10.sha256").exists()
+    code, _, err = _run(*args)
+    assert code == 0, err[-3000:]
+    [line] = [x for x in err.splitlines() if x.startswith("warning:")]
+    assert line == (f"warning: not resuming from {work / 'checkpoints' / 'last' / '10'}: no checksum "
+                    f"was recorded for it (its save, or the checksum written after it, did not "
+                    f"complete: killed, or the disk was full); moved to "
+                    f"{work / 'checkpoints' / 'rejected'} (kept, not used); resuming from the "
+                    f"verified checkpoint of step 5 instead")
+    assert f"resuming from step 5 in {work} (checkpoint verified)" in err
+    assert (work / "checkpoints" / "rejected" / "last-10").is_dir()
+
+
 def test_unwritable_results_dir_fails_before_step_1(base, tmp_path, monkeypatch):
     results = tmp_path / "results"
     real_open = os.open
@@ -629,3 +692,4 @@ def test_leaderboard_skips_invalid_result_files(finished, tmp_path, capsys):
 def test_leaderboard_fails_on_a_missing_results_dir(tmp_path, capsys):
     assert leaderboard.main(["--results-dir", str(tmp_path / "nope")]) == 1
     assert not (tmp_path / "nope").exists()
+

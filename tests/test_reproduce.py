@@ -5,11 +5,12 @@ the seeds at chance."""
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 
 import pytest
-from helpers import SMALL_LISTOPS, cli_env
+from helpers import SMALL_LISTOPS, cli_env, wait_until_training
 
 from lra import config as config_lib
 from lra import reproduce
@@ -78,6 +79,47 @@ def test_reproduce_runs_the_seeds_and_prints_the_table(tmp_path, capsys):
     assert reproduce.main(argv) == 0
     assert capsys.readouterr().out == out
     assert sorted((tmp_path / "results" / "runs").glob("*.json")) == runs
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGINT"])
+def test_a_signal_while_the_modules_load_is_one_line_and_exit_75(tmp_path, signame):
+    """Fails on 7162751: lra.reproduce had no handler and no hook stage (this --no-run printed its
+    table and exited 1). A real signal while lra.leaderboard and matplotlib loaded at module level:
+    SIGTERM killed it (-15), SIGINT gave a KeyboardInterrupt traceback."""
+    out = subprocess.run([sys.executable, "-m", "lra.reproduce", "lra/softmax/listops", "--no-run",
+                          "--results-dir", str(tmp_path / "results")], capture_output=True,
+                         text=True, timeout=120, env=cli_env(LRA_TEST_SIGNAL_AT=f"import:{signame}"))
+    assert out.returncode == 75, out.stderr[-3000:]
+    assert out.stderr.strip().splitlines() == [
+        f"{signame}: stopped; no seed was running, the seeds' checkpoints and results are kept; "
+        f"re-run the same command"]
+    assert out.stdout == ""
+
+
+@pytest.mark.slow
+def test_sigterm_while_a_seed_trains_checkpoints_it_and_exits_75_without_a_table(tmp_path):
+    """Fails on 7162751: the sweep stopped (75) but lra.reproduce printed a table of no result
+    ("1 of 1 seeds have no result yet") and exited 1, as for a failed seed."""
+    work = tmp_path / "wd"
+    cmd = [sys.executable, "-m", "lra.reproduce", "lra/softmax/listops", "--preset", "tiny",
+           "--seeds", "0", "--results-dir", str(tmp_path / "results"), "--workdirs", str(work),
+           "--data-dir", str(tmp_path / "data"), *SMALL_LISTOPS, "--set", "train.num_steps=100000",
+           "--set", "train.log_every=1"]
+    first = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env=cli_env())
+    try:
+        wait_until_training(work / "listops-softmax-tiny-seed0")
+        first.send_signal(signal.SIGTERM)
+        out, err = first.communicate(timeout=300)
+    finally:
+        first.kill()
+    assert first.returncode == 75, err[-3000:]
+    assert out == "" and "Traceback" not in err
+    assert err.strip().splitlines()[-1] == (
+        "SIGTERM: sweep stopped with 1 cells unfinished; re-run the same command to continue")
+    log = (work / "listops-softmax-tiny-seed0" / "sweep.log").read_text()
+    assert "SIGTERM: checkpoint saved at step " in log
 
 
 def test_shard_and_overrides_are_passed_to_the_sweep(tmp_path, monkeypatch, capsys):

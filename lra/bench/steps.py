@@ -33,6 +33,15 @@ build or compile, or runs out of memory anyway (XLA ``RESOURCE_EXHAUSTED``), is 
 the error. The result file goes to ``results/efficiency/`` (never overwritten); ``python -m
 lra.leaderboard`` turns it into tables and figures. "Length" is the number of input tokens; with CLS
 pooling the encoder sees one more.
+
+A bench file holds a whole measurement or nothing: it is written once, at the end, under a temporary
+name linked to its own (``lra.results.write_new``: no empty or cut-short file after a kill or a full
+disk). SIGTERM, SIGINT or
+SIGUSR2 stop the bench at the next safe point (between two compilations or two steps: the handler
+only sets a flag, ``lra.stop_signals``), before the file is written: what was measured so far is
+dropped (a part of the grid, or fewer steps than asked, is not a measurement to tabulate), one line
+says so and the exit status is 75; the same command measures again. A signal while the file is
+written lets it finish (exit 0).
 """
 
 from __future__ import annotations
@@ -64,7 +73,7 @@ from tqdm.auto import tqdm
 import attention
 import tasks
 from lra import config as config_lib
-from lra import results, sharding, xla_cpu
+from lra import results, sharding, stop_signals, xla_cpu
 from lra import workdir as workdir_lib
 from lra.bench import measure
 from lra.bench.efficiency import SCHEMA, fit_slopes
@@ -394,13 +403,14 @@ def default_out(results_dir: Path, task: str, batch: int, dtype: str) -> Path:
             f"{task}__{device}-x{d['count']}__b{batch}__{dtype}__{stamp}.json")
 
 
-def claim(path: Path) -> Path:
-    """Create ``path`` (or ``path`` with _1, _2, ... before the suffix) exclusively; never overwrite."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+def write_unique(path: Path, record: dict[str, Any]) -> Path:
+    """Write ``record`` under ``path``, or ``path`` with _1, _2, ... before the suffix where that
+    name is taken; returns the name written. Never overwrites, and the file appears whole or not at
+    all (``results.write_new``: a kill or a full disk leaves no empty or cut-short file)."""
     for n in range(1000):
         candidate = path if n == 0 else path.with_name(f"{path.stem}_{n}{path.suffix}")
         try:
-            os.close(os.open(candidate, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            results.write_new(candidate, record)
             return candidate
         except FileExistsError:
             continue
@@ -424,25 +434,33 @@ def select_cases(args: argparse.Namespace) -> tuple[list[str], list[Case]]:
     return families, cases
 
 
-def compile_all(bench: Bench, cases: list[Case], bar) -> None:
+def compile_all(bench: Bench, cases: list[Case], bar, stops: stop_signals.StopSignals) -> None:
     """Trace every pending case here and compile on worker threads (XLA releases the GIL):
-    compilation dominates start-up."""
+    compilation dominates start-up. A stop signal cancels the compilations not started yet
+    (``Stopped`` once the running ones end)."""
     with ThreadPoolExecutor(max_workers=max(1, min(4, os.cpu_count() or 1))) as pool:
         jobs = {}
-        for case in _pending(cases):
-            bar.set_postfix_str(f"{case.attention} L={case.length}", refresh=True)
-            try:
-                jobs[pool.submit(_timed_compile, bench.lower(case), memory_options())] = case
-            except Exception as err:
-                case.skip(f"failed to build or compile: {_short(err)}")
+        try:
+            for case in _pending(cases):
+                stop_signals.check(stops, "lower")
+                bar.set_postfix_str(f"{case.attention} L={case.length}", refresh=True)
+                try:
+                    jobs[pool.submit(_timed_compile, bench.lower(case), memory_options())] = case
+                except Exception as err:
+                    case.skip(f"failed to build or compile: {_short(err)}")
+                    bar.update(1)
+            for job in as_completed(jobs):
+                stop_signals.check(stops, "compiled")
+                case = jobs[job]
+                try:
+                    bench.finish(case, *job.result())
+                except Exception as err:
+                    case.skip(f"failed to build or compile: {_short(err)}")
                 bar.update(1)
-        for job in as_completed(jobs):
-            case = jobs[job]
-            try:
-                bench.finish(case, *job.result())
-            except Exception as err:
-                case.skip(f"failed to build or compile: {_short(err)}")
-            bar.update(1)
+        except stop_signals.Stopped:
+            for job in jobs:
+                job.cancel()
+            raise
 
 
 def memory_budget(args: argparse.Namespace) -> tuple[int, str]:
@@ -453,10 +471,12 @@ def memory_budget(args: argparse.Namespace) -> tuple[int, str]:
     return int(budget * FIT_MARGIN), f"{source} x {FIT_MARGIN}"
 
 
-def measure_isolated(cases: list[Case], args: argparse.Namespace, bar) -> None:
+def measure_isolated(cases: list[Case], args: argparse.Namespace, bar,
+                     stops: stop_signals.StopSignals) -> None:
     """Each pending case's device peak, measured in a fresh process of its own."""
     bar.set_description("memory (fresh process per config)")
     for case in _pending(cases):
+        stop_signals.check(stops, "isolate")
         bar.set_postfix_str(f"{case.attention} L={case.length}", refresh=True)
         out = _run_isolated(case, args)
         if out["status"] != "ok":
@@ -472,13 +492,14 @@ def _run_time_error(err: BaseException) -> str:
 
 
 def warm_up(bench: Bench, cases: list[Case], args: argparse.Namespace, keys, isolate: bool,
-            fusions: tuple[str, str], bar) -> None:
+            fusions: tuple[str, str], bar, stops: stop_signals.StopSignals) -> None:
     """Materialize each case, run its first step, pick its step program (with or without XLA:CPU's
     YNN fusions, as lra.run would: ``fusions`` is ``xla_cpu.resolve``'s answer) and run the untimed
     ``--warmup`` steps."""
     choice, fusions_source = fusions
     bar.set_description("warm-up")
     for case in _pending(cases):
+        stop_signals.check(stops, "warmup")
         bar.set_postfix_str(f"{case.attention} L={case.length}", refresh=True)
         try:
             bench.materialize(case)
@@ -494,11 +515,13 @@ def warm_up(bench: Bench, cases: list[Case], args: argparse.Namespace, keys, iso
         bar.update(1 + args.warmup)
 
 
-def time_round_robin(bench: Bench, cases: list[Case], args: argparse.Namespace, keys, bar) -> None:
+def time_round_robin(bench: Bench, cases: list[Case], args: argparse.Namespace, keys, bar,
+                     stops: stop_signals.StopSignals) -> None:
     """``--steps`` rounds of one timed step per pending case, so that drift hits all alike."""
     bar.set_description("timing (round-robin)")
     for i in range(args.steps):
         for case in _pending(cases):
+            stop_signals.check(stops, "time")
             try:
                 case.times.append(bench.step(case, keys[1 + args.warmup + i]))
             except Exception as err:
@@ -510,8 +533,9 @@ def _pending(cases: list[Case]):
     return (case for case in cases if case.status == "pending")
 
 
-def run(args: argparse.Namespace) -> dict[str, Any]:
-    """The whole benchmark; returns the result record (also written to ``args.out``)."""
+def run(args: argparse.Namespace, stops: stop_signals.StopSignals) -> dict[str, Any]:
+    """The whole benchmark; returns the result record (``main`` writes it to ``args.out``). Raises
+    ``Stopped`` at the first safe point after a stop signal."""
     families, cases = select_cases(args)
     bench = Bench(args.task, args.preset, args.overrides, args.batch, args.dtype, args.seed)
     platform = jax.devices()[0].platform
@@ -520,15 +544,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     n_pending = sum(1 for _ in _pending(cases))
     bar = tqdm(total=n_pending * (2 + isolate + args.warmup + args.steps), desc="compile",
                disable=not args.progress, dynamic_ncols=True, file=sys.stderr)
-    compile_all(bench, cases, bar)
+    compile_all(bench, cases, bar, stops)
     budget, source = memory_budget(args)
     plan_fit(cases, budget, source)
     if isolate:
-        measure_isolated(cases, args, bar)
+        measure_isolated(cases, args, bar, stops)
     peak = measure.matmul_peak(args.dtype, args.peak_size)
     keys = [jax.random.key(i) for i in range(1 + args.warmup + args.steps)]
-    warm_up(bench, cases, args, keys, isolate, fusions, bar)
-    time_round_robin(bench, cases, args, keys, bar)
+    warm_up(bench, cases, args, keys, isolate, fusions, bar, stops)
+    time_round_robin(bench, cases, args, keys, bar, stops)
     bar.close()
     for case in cases:
         if case.status == "pending":
@@ -595,6 +619,19 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Exit status: 0 measured and written, 1 the bench file cannot be written, 2 bad command line,
+    75 stopped by SIGTERM, SIGINT or SIGUSR2 before the file was written (nothing written)."""
+    with stop_signals.handling() as stops:  # shares the flag ``__main__`` set before JAX loaded
+        try:
+            return _main(argv, stops)
+        except stop_signals.Stopped as stop:
+            print(f"{stop.args[0]}: stopped before the measurement finished; nothing written (a "
+                  f"bench file holds a whole measurement or nothing); re-run the same command",
+                  file=sys.stderr)
+            return stop_signals.EXIT_RESUMABLE
+
+
+def _main(argv: list[str] | None, stops: stop_signals.StopSignals) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parser().parse_args(argv)
     if args._measure is not None:
@@ -627,15 +664,17 @@ def main(argv: list[str] | None = None) -> int:
     args.budget_bytes = int(args.memory_budget_gb * 2**30) if args.memory_budget_gb else None
     args.argv = argv
     try:
-        record = run(args)
+        stop_signals.check(stops, "start")
+        record = run(args, stops)
     except (attention.UnknownAttentionError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    stop_signals.check(stops, "write")
+    out = args.out or default_out(args.results_dir, args.task, args.batch, args.dtype)
     try:
-        out = claim(args.out or default_out(args.results_dir, args.task, args.batch, args.dtype))
-        results.write_json_atomic(out, record)
+        out = write_unique(out, record)
     except OSError as err:  # the folder became unwritable, or the disk filled, while measuring
-        print(f"error: cannot write the bench file: {err.strerror or err} ({err.filename})",
+        print(f"error: cannot write the bench file {out}: {err.strerror or err}; nothing written",
               file=sys.stderr)
         return 1
     ok = [r for r in record["results"] if r["status"] == "ok"]
