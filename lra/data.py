@@ -175,7 +175,9 @@ def main(argv: list[str] | None = None) -> int:
             if stops.requested is None or isinstance(err, SystemExit):
                 raise
             # a worker ended by the same signal (a BrokenProcessPool) is that stop too
-            print(f"{stops.requested}: stopped; the files already complete are kept, nothing "
+            # On a line of its own: the signal may have ended a progress bar mid-line (raised
+            # inside tqdm's own write, before the newline it writes when it closes).
+            print(f"\n{stops.requested}: stopped; the files already complete are kept, nothing "
                   f"half-written is; re-run the same command to go on", file=sys.stderr)
             return stop_signals.EXIT_RESUMABLE
 
