@@ -641,25 +641,32 @@ def main(argv: list[str] | None = None) -> int:
     # Before the heavy imports (``parser`` loads JAX and every family): a stop signal from here on
     # only sets a flag. Its own flag, not ``stop_signals.handling``'s: that one is cleared when
     # the handlers are restored, and a signal just before would be lost.
+    # It stays installed while the cells are planned (resolving every cell's config, reading the
+    # result files) and is taken off just before the first cell starts (``_main``).
     starting = stop_signals.StopSignals().install()
     try:
-        try:
-            stop_signals.test_hook("import")
-            p = parser()
-        finally:
-            starting.uninstall()
-        if starting.requested:
-            print(f"{starting.requested}: sweep stopped while starting, before any cell started; "
-                  f"re-run the same command", file=sys.stderr)
-            return (stop_signals.EXIT_INTERRUPTED if starting.requested == "SIGINT"
-                    else stop_signals.EXIT_RESUMABLE)
-        return _main(p, argv)
-    except KeyboardInterrupt:  # Ctrl-C while planning (the cells' runs have their own handler)
+        stop_signals.test_hook("import")
+        p = parser()
+        return _stopped_while_starting(starting) or _main(p, argv, starting)
+    except KeyboardInterrupt:  # Ctrl-C after planning, before the cells' handler is installed
         print("interrupted (SIGINT) before any cell started; nothing to resume", file=sys.stderr)
         return stop_signals.EXIT_INTERRUPTED
+    finally:
+        starting.uninstall()
 
 
-def _main(p: argparse.ArgumentParser, argv: list[str] | None) -> int:
+def _stopped_while_starting(starting: stop_signals.StopSignals) -> int:
+    """0 if no stop signal came before the first cell; else its one line and exit status."""
+    if not starting.requested:
+        return 0
+    print(f"{starting.requested}: sweep stopped while starting, before any cell started; "
+          f"re-run the same command", file=sys.stderr)
+    return (stop_signals.EXIT_INTERRUPTED if starting.requested == "SIGINT"
+            else stop_signals.EXIT_RESUMABLE)
+
+
+def _main(p: argparse.ArgumentParser, argv: list[str] | None,
+          starting: stop_signals.StopSignals) -> int:
     from lra import config as config_lib
 
     args = p.parse_args(argv)
@@ -681,6 +688,7 @@ def _main(p: argparse.ArgumentParser, argv: list[str] | None) -> int:
                              f"--allow-large-grid if that is meant")
         if args.shard is not None:
             cells = shard(cells, *parse_shard(args.shard))
+        stop_signals.test_hook("plan")
         plans = plan(cells, args, decide_actions=not args.list)
         if args.list:
             for p in plans:
@@ -692,6 +700,9 @@ def _main(p: argparse.ArgumentParser, argv: list[str] | None) -> int:
     except (SweepError, UnknownNameError, config_lib.ConfigError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    if code := _stopped_while_starting(starting):
+        return code
+    starting.uninstall()  # from here the cells' own handling (``sweep``, ``cluster.submit``)
     if args.dry_run:
         for p in plans:
             print(f"{p.action:8} {p.cell}" + (f": {p.detail}" if p.detail else f" in {p.workdir}"))

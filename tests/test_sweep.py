@@ -230,15 +230,18 @@ def test_ctrl_c_on_a_sweep_checkpoints_the_cell_and_exits_130(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("stage", ["import", "plan"])
 @pytest.mark.parametrize("signame,status", [("SIGTERM", 75), ("SIGINT", 130)])
-def test_a_signal_while_the_sweeps_modules_load_is_one_line(tmp_path, signame, status):
+def test_a_signal_while_the_sweep_starts_is_one_line(tmp_path, stage, signame, status):
     """Fails on 7162751: lra.sweep imported JAX (through lra.checkpoint) at module level and the
     families in its parser, with no handler, and had no "import" stage for the hook (the dry run
     exited 0). A real signal 0.3-1.5 s after start: SIGTERM killed it (-15); SIGINT gave a
-    KeyboardInterrupt traceback (-2), or was swallowed in JAX's gc callback and the sweep went on."""
+    KeyboardInterrupt traceback (-2), or was swallowed in JAX's gc callback and the sweep went on.
+    While it planned the cells (stage "plan"), after d6639b7 took its handler off once the modules
+    had loaded: SIGTERM killed it (-15), SIGINT printed a line and exited 130."""
     cmd = [*_sweep_cmd(tmp_path, "softmax", "0"), "--dry-run"]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=120,
-                         env={**os.environ, "LRA_TEST_SIGNAL_AT": f"import:{signame}"})
+                         env={**os.environ, "LRA_TEST_SIGNAL_AT": f"{stage}:{signame}"})
     assert out.returncode == status, out.stderr[-3000:]
     assert out.stderr.strip().splitlines() == [
         f"{signame}: sweep stopped while starting, before any cell started; re-run the same command"]
