@@ -47,6 +47,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from lra import stop_signals
+
 EXIT_INTERRUPTED = 75  # EX_TEMPFAIL: lra.run stopped early and saved a resumable checkpoint
 # Exit statuses that mean "stopped early" when no result file was written: 75, and those of lra.run
 # before 75 existed (0 after a SIGTERM checkpoint, 130 after a SIGINT one) or of a shell (128 + n).
@@ -424,6 +426,25 @@ def submit(plans, args: argparse.Namespace, stream: TextIO | None = None) -> int
         print(f"lra.sweep: leaderboard rebuild is job {board_job.job_id}"
               + (f" (afterany:{ids[0]})" if ids else ""), file=stream, flush=True)
 
+    try:
+        with stop_signals.raising():  # only polling here: nothing a raise could leave half-done
+            stop_signals.test_hook("wait")
+            outcomes = _collect(to_run, jobs, cells, args)
+    except stop_signals.Stopped as stop:
+        if args.executor == "slurm":
+            what = (f"the submitted jobs ({', '.join(ids)}) stay in SLURM's queue; re-run the same "
+                    f"command once they have ended to collect their results")
+        else:
+            what = ("its local tasks see it gone and stop their runs with a checkpoint; re-run the "
+                    "same command to go on")
+        print(f"{stop.args[0]}: sweep stopped while waiting for its cells; {what}", file=stream)
+        return (stop_signals.EXIT_INTERRUPTED if stop.args[0] == "SIGINT"
+                else stop_signals.EXIT_RESUMABLE)
+    return _report(plans, outcomes, board_job, args, stream)
+
+
+def _collect(to_run, jobs, cells, args: argparse.Namespace) -> dict[int, Outcome]:
+    """Wait for every submitted cell; its Outcome by ``id`` of its plan."""
     outcomes: dict[int, Outcome] = {}
     for p, job in zip(to_run, jobs):
         got = _wait(job, poll_s=0.5 if args.executor != "slurm" else 5.0)
@@ -437,7 +458,13 @@ def submit(plans, args: argparse.Namespace, stream: TextIO | None = None) -> int
             outcome.status, outcome.detail = "interrupted", "no result file"
         outcome.log = outcome.log or str(Path(p.workdir) / "sweep.log")
         outcomes[id(p)] = outcome
+    return outcomes
 
+
+def _report(plans, outcomes: dict[int, Outcome], board_job, args: argparse.Namespace,
+            stream: TextIO) -> int:
+    """One line per cell, the totals and the leaderboard's rebuild; the sweep's exit status."""
+    to_run = [p for p in plans if p.action in ("run", "resume")]
     failed = 0
     print(f"lra.sweep summary ({args.executor}):", file=stream)
     for n, p in enumerate(plans, 1):

@@ -116,15 +116,20 @@ def _running(pid: int) -> bool:
 
 
 @pytest.mark.slow
-def test_a_killed_sweep_takes_its_local_tasks_and_their_runs_with_it(tmp_path, data_dir):
+@pytest.mark.parametrize("signame,status", [("SIGKILL", -9), ("SIGINT", 130)])
+def test_a_killed_sweep_takes_its_local_tasks_and_their_runs_with_it(tmp_path, data_dir, signame,
+                                                                      status):
     """kill -9 of a sweep with --executor local: the task sees the sweep gone, its lra.run saves a
     checkpoint and stops, and submitit's controller ends. Fails on 7162751: all three ran on as
     orphans (the lra.run's PR_SET_PDEATHSIG is tied to the task, which outlived the sweep with
-    its controller, started by submitit to survive the python session)."""
+    its controller, started by submitit to survive the python session). Ctrl-C likewise, after
+    one true line: on d6639b7 it said "interrupted (SIGINT) before any cell started; nothing to
+    resume" while its cell was training."""
     cmd = [*_cmd(tmp_path, data_dir, "--executor", "local", seeds="0"),
            "--set", "train.num_steps=100000", "--set", "train.checkpoint_every=100000"]
-    sweep_proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                  env=cli_env())
+    err_file = tmp_path / "sweep.err"
+    with open(err_file, "w") as err:
+        sweep_proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env=cli_env())
     workdir = tmp_path / "wd" / "listops-softmax-tiny-seed0"
     pids = []
     try:
@@ -133,8 +138,8 @@ def test_a_killed_sweep_takes_its_local_tasks_and_their_runs_with_it(tmp_path, d
         task = _parent(run)
         pids = [run, task, _parent(task)]  # lra.run, the submitit task, its controller
         assert _parent(pids[2]) == sweep_proc.pid
-        sweep_proc.send_signal(signal.SIGKILL)
-        sweep_proc.wait(timeout=30)
+        sweep_proc.send_signal(getattr(signal, signame))
+        assert sweep_proc.wait(timeout=30) == status, err_file.read_text()[-3000:]
         deadline = time.time() + 60
         while any(map(_running, pids)) and time.time() < deadline:
             time.sleep(0.2)
@@ -145,6 +150,12 @@ def test_a_killed_sweep_takes_its_local_tasks_and_their_runs_with_it(tmp_path, d
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
     assert "SIGTERM: checkpoint saved at step " in (workdir / "sweep.log").read_text()
+    if signame == "SIGINT":
+        err = err_file.read_text()
+        assert "Traceback" not in err
+        assert err.strip().splitlines()[-1] == (
+            "SIGINT: sweep stopped while waiting for its cells; its local tasks see it gone and "
+            "stop their runs with a checkpoint; re-run the same command to go on")
 
 
 @pytest.mark.slow
