@@ -83,10 +83,11 @@ class MLSTM(nnx.Module):
         self.q_proj = Dense(dim, qkv_dim, rngs=rngs)
         self.k_proj = Dense(dim, qkv_dim, rngs=rngs)
         self.v_proj = Dense(dim, qkv_dim, rngs=rngs)
-        zeros = jnp.zeros((dim, num_heads), jnp.float32)
-        self.i_gate = Linear(dim, num_heads, rngs=rngs, kernel=zeros,
+        # One zeros array each: two parameters holding one buffer cannot both be donated to a
+        # jitted step ("Attempt to donate the same buffer twice", lra.bench).
+        self.i_gate = Linear(dim, num_heads, rngs=rngs, kernel=jnp.zeros((dim, num_heads)),
                              bias=0.1 * jax.random.normal(rngs.params(), (num_heads,)))
-        self.f_gate = Linear(dim, num_heads, rngs=rngs, kernel=zeros,
+        self.f_gate = Linear(dim, num_heads, rngs=rngs, kernel=jnp.zeros((dim, num_heads)),
                              bias=jnp.linspace(3.0, 6.0, num_heads, dtype=jnp.float32))
         self.og_proj = Dense(dim, qkv_dim, rngs=rngs)
         self.norm = HeadNorm(num_heads, self.head, kind="group")

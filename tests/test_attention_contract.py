@@ -78,6 +78,17 @@ def test_shape_dtype_and_jit(name):
     np.testing.assert_allclose(np.asarray(y_all), np.asarray(y_ones), atol=1e-6)
 
 
+@pytest.mark.parametrize("name", FAMILIES)
+def test_no_two_variables_share_a_buffer(name):
+    """A training step donates the whole state; two variables holding one array fail it at run
+    time ("Attempt to donate the same buffer twice"). Fails on d51d66b for mlstm, whose two gate
+    kernels were one zeros array (lra.bench --attn mlstm: every step of the config failed)."""
+    module = make(name)
+    leaves = jax.tree.leaves(nnx.state(module))
+    pointers = [leaf.unsafe_buffer_pointer() for leaf in leaves if isinstance(leaf, jax.Array)]
+    assert len(set(pointers)) == len(pointers), f"{name}: variables share a buffer"
+
+
 def padding_leak(module) -> float:
     """Largest change at real positions when only padded positions of x change."""
     x, mask = inputs()
