@@ -38,27 +38,46 @@ import jax  # noqa: E402
 jax.config.update("jax_numpy_rank_promotion", "raise")
 
 
-# The fast lane (``pytest -m "not slow"``, README "Development"): the shared per-family checks run
-# there for these families only, one of each kind of machinery (dense, blocked, random features and
-# their redraw, a state-space convolution, a chunked decayed scan); the full suite runs them for
-# every family. Any test parametrized by a family name in these files is marked ``slow`` for the
-# other families.
+# The fast lane (``pytest -m "not slow"``, README "Development"): the per-family checks run there for
+# these families only, one of each kind of machinery (dense, blocked, random features and their
+# redraw, a state-space convolution, a chunked decayed scan); the full suite runs them for every
+# family. Two kinds of file are per-family: the shared checks (``PER_FAMILY_FILES``: a test
+# parametrized by another family's name is marked ``slow``) and each family's own reference tests
+# (``test_attn_<family>.py``: the whole file is ``slow`` for the other families). Working on a family,
+# run its files by name: ``pytest tests/test_attn_mamba.py`` runs all of it (only ``-m "not slow"``
+# leaves slow tests out).
 FAST_FAMILIES = ("softmax", "local", "performer", "s4d", "gla")
+# Fixtures that train or bench end to end (a tiny run, or a bench grid): every test using one is
+# ``slow``, like the tests that start such runs themselves.
+END_TO_END_FIXTURES = {"tiny_run", "trained", "finished", "reference"}
 PER_FAMILY_FILES = ("test_attention_contract.py", "test_comparability.py",
-                    "test_attention_memory.py", "test_attention_kernels.py")
+                    "test_attention_memory.py", "test_attention_kernels.py", "test_host_calls.py",
+                    "test_mixers_padding.py")
 
 
 def pytest_collection_modifyitems(config, items):
     import pytest
+    from helpers import FAMILY_OF_VARIANT
 
     import attention
 
     families = set(attention.available())
     for item in items:
-        callspec = getattr(item, "callspec", None)
-        if item.path.name not in PER_FAMILY_FILES or callspec is None:
+        if END_TO_END_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
             continue
-        named = {v for v in callspec.params.values() if isinstance(v, str) and v in families}
+        name = item.path.name
+        own = name.removeprefix("test_attn_").removesuffix(".py") if name.startswith("test_attn_") \
+            else None
+        if own is not None and own in families:
+            if own not in FAST_FAMILIES:
+                item.add_marker(pytest.mark.slow)
+            continue
+        callspec = getattr(item, "callspec", None)
+        if name not in PER_FAMILY_FILES or callspec is None:
+            continue
+        named = {FAMILY_OF_VARIANT.get(v, v) for v in callspec.params.values() if isinstance(v, str)}
+        named &= families
         if named and not named & set(FAST_FAMILIES):
             item.add_marker(pytest.mark.slow)
 

@@ -54,6 +54,11 @@ def assert_module_matches_dense(module, x, mask, pattern) -> None:
     np.testing.assert_allclose(np.asarray(out)[mask], np.asarray(ref)[mask], atol=2e-5, rtol=1e-4)
 
 
+# Named variants of a registered family that tests parametrize by their own name (the family with
+# the option that gives the variant): the fast lane (conftest.py) counts them as the family.
+FAMILY_OF_VARIANT = {"hgrn2": "gla", "deltanet": "gated_deltanet"}
+
+
 # Tiny ListOps splits for end-to-end runs of the tiny preset (`--set` arguments).
 SMALL_LISTOPS = ["--set", "data.train_size=128", "--set", "data.val_size=32",
                  "--set", "data.test_size=32"]

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
-from helpers import padded_inputs
+from helpers import FAMILY_OF_VARIANT, padded_inputs
 
 import attention
 
@@ -26,7 +26,7 @@ CASES = {
 
 
 def make(case, causal=False):
-    name = case if case in attention.available() else {"hgrn2": "gla", "deltanet": "gated_deltanet"}[case]
+    name = FAMILY_OF_VARIANT.get(case, case)
     return attention.build(name, dim=D, num_heads=H, qkv_dim=D, causal=causal, rngs=nnx.Rngs(0),
                            **CASES[case])
 
