@@ -226,10 +226,19 @@ def build_record(config, *, overrides: list[str] | tuple[str, ...] = (), task_fa
         "device": device_info(),
         "xla_cpu_fusions": fusions,
         "versions": versions(),
-        "git": git,
+        "git": git_record(git, history.code),
         "date": now(),
         "status": status,
     }
+
+
+def git_record(git: dict[str, Any], sessions: list[list]) -> dict[str, Any]:
+    """``git`` (this session's code), plus, for a run resumed under other code, ``sessions``: one
+    {from_step, commit, dirty} per change of code, and ``dirty`` true if any session's was."""
+    if len(sessions) < 2:
+        return dict(git)
+    return {**git, "dirty": any(d for _, _, d in sessions) or git["dirty"],
+            "sessions": [{"from_step": s, "commit": c, "dirty": d} for s, c, d in sessions]}
 
 
 def now() -> str:

@@ -254,6 +254,9 @@ class History:
     timed_steps: int = 0
     val_curve: list[list[float]] = field(default_factory=list)  # [step, accuracy, loss] per evaluation
     xla_cpu_fusions: str = ""  # "on"/"off": the step program a resumed run must keep (lra.xla_cpu)
+    # [step it started from, commit, dirty] of each session whose code differs from the one before:
+    # a run resumed under other code says so in its result file (lra.results.build_record).
+    code: list[list] = field(default_factory=list)
 
 
 # A stop signal seen before this session's first step (set-up, compilation, restoring): nothing
@@ -480,6 +483,7 @@ def _train(config: Config, workdir: Path, *, data_dir: Path, results_dir: Path |
     s, state = _set_up(config, workdir, data_dir, stops, started)
     opened.append(s.ckpt)
     state, history = _resume(s.ckpt, config, state, History(), workdir, s.fingerprint)
+    _note_code(history, source_commit, int(state["step"]))
     _check_stop(stops, "restore")
     _compile(s, state, history, xla_cpu_fusions)
     _check_stop(stops, "compiled")
@@ -492,6 +496,21 @@ def _train(config: Config, workdir: Path, *, data_dir: Path, results_dir: Path |
         return {"status": "preempted", "signal": stops.requested, "step": step}
     return _finish(s, state, history, step, log, results_dir=results_dir, overrides=overrides,
                    git=source_commit)
+
+
+def _note_code(history: History, git: dict[str, Any], step: int) -> None:
+    """Record this session's code in ``history`` when it differs from the previous session's, and
+    warn: the run goes on (its checkpoints are valid), but its result mixes two versions."""
+    now = [step, git["commit"], git["dirty"]]
+    if history.code and history.code[-1][1:] == now[1:]:
+        return
+    if history.code and jax.process_index() == 0:
+        _, commit, dirty = history.code[-1]
+        print(f"warning: steps before {step} ran under commit {commit[:12]}"
+              f"{' (uncommitted changes)' if dirty else ''} and this session runs "
+              f"{now[1][:12]}{' (uncommitted changes)' if now[2] else ''}; the result file "
+              f"records both (git.sessions)", file=sys.stderr)
+    history.code.append(now)
 
 
 def _set_up(config: Config, workdir: Path, data_dir: Path, stops: stop_signals.StopSignals,

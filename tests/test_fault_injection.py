@@ -316,6 +316,30 @@ def test_deleted_last_checkpoints_are_reported(finished, tmp_path):
     assert "no longer holds the checkpoints" in err and "from step 0" in err
 
 
+@pytest.mark.slow
+def test_a_run_resumed_under_other_code_says_so_and_records_both(finished, tmp_path, monkeypatch):
+    """Fails on fcb2559: the result file named only the last session's commit, as if the whole run
+    had trained under it."""
+    from lra import results
+
+    before = json.loads((finished[0] / "result.json").read_text())["git"]
+    assert "sessions" not in before  # one session: the record is as it always was
+    work = _copy_resumable(finished, tmp_path / "w")
+    resumed_at = max(int(p.name) for p in (work / "checkpoints" / "last").iterdir()
+                     if p.name.isdigit())
+    other = {"commit": "f" * 40, "dirty": False}
+    monkeypatch.setattr(results, "git_commit", lambda: other)
+    code, _, err = _run(*_args(finished[0].parent / "data", work, tmp_path / "results"))
+    assert code == 0, err[-3000:]
+    assert f"steps before {resumed_at} ran under commit {before['commit'][:12]}" in err
+    assert "this session runs ffffffffffff" in err
+    git = json.loads((work / "result.json").read_text())["git"]
+    assert git["commit"] == other["commit"] and git["dirty"] == before["dirty"]
+    assert git["sessions"] == [
+        {"from_step": 0, "commit": before["commit"], "dirty": before["dirty"]},
+        {"from_step": resumed_at, "commit": other["commit"], "dirty": False}]
+
+
 # ----------------------------------------------------------------------------------------------
 # Bug 5 and SIGINT: a locked work directory; Ctrl-C saves like SIGTERM.
 
