@@ -203,7 +203,10 @@ def evaluate(workdir: Path, *, checkpoint: str = "last", split: str = "test",
             "examples": int(sums["count"]), "step": step, "checkpoint": checkpoint, "split": split,
             "batch_size": batch, "config": cfg.to_dict(),
             "data_fingerprint": fingerprint, "trained_on": meta.get("data_fingerprint"),
-            "other_data": bool(differ)}
+            "other_data": bool(differ),
+            # the code that trained the checkpoint (lra.train.History.code; older ones lack it)
+            "trained_under": [{"from_step": s, "commit": c, "dirty": d}
+                              for s, c, d in meta.get("history", {}).get("code", [])]}
 
 
 def training_run_file(workdir: Path) -> str | None:
@@ -227,7 +230,8 @@ def write_result(out: dict[str, Any], workdir: Path, results_dir: Path) -> Path:
         "task": cfg["task"], "attention": cfg["attention"], "preset": cfg["preset"],
         "protocol": cfg.get("protocol", "lra"), "seed": cfg["seed"], "config": cfg,
         "evaluation_of": {"workdir": str(workdir), "checkpoint": out["checkpoint"],
-                          "step": out["step"], "run_file": training_run_file(workdir)},
+                          "step": out["step"], "run_file": training_run_file(workdir),
+                          "trained_under": out["trained_under"]},
         "split": out["split"],
         "data": {"fingerprint": out.get("data_fingerprint"),
                  "trained_on_fingerprint": out.get("trained_on"),

@@ -64,9 +64,11 @@ def test_write_result_marks_an_evaluation_of_the_run(trained, tmp_path, capsys):
     assert "best checkpoint at step" in out and "test accuracy" in out and "on 32 examples" in out
     [path] = (tmp_path / "runs").glob("*.json")
     record = json.loads(path.read_text())
+    trained_by = json.loads((workdir / "result.json").read_text())["git"]
     assert record["evaluation_of"] == {"workdir": str(workdir), "checkpoint": "best",
                                        "step": record["evaluation_of"]["step"],
-                                       "run_file": run_file}
+                                       "run_file": run_file,
+                                       "trained_under": [{"from_step": 0, **trained_by}]}
     # lra.sweep must not take an evaluation for a finished seed
     from lra.sweep import finished_configs
 
