@@ -238,15 +238,13 @@ def test_a_real_full_disk_during_a_save_is_a_few_lines(data, small_disk):
     args = _args(data, work, small_disk / "results")
     args[args.index("train.num_steps=6")] = "train.num_steps=3000"
     args[args.index("train.eval_every=3")] = "train.eval_every=100000"
-    # The filler is created first: on a loaded machine the run's own checkpoints can fill the
-    # 3 MB before it would be opened (creating a file on a full tmpfs fails too).
+    proc = subprocess.Popen([sys.executable, "-m", "lra.run", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=cli_env(1))
+    deadline = time.time() + 300
+    verified = work / "checkpoints" / "checksums" / "last-2.sha256"
+    while not verified.is_file() and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.02)
     with open(small_disk / "filler", "wb") as f:
-        proc = subprocess.Popen([sys.executable, "-m", "lra.run", *args], stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, env=cli_env(1))
-        deadline = time.time() + 300
-        verified = work / "checkpoints" / "checksums" / "last-2.sha256"
-        while not verified.is_file() and time.time() < deadline and proc.poll() is None:
-            time.sleep(0.02)
         with contextlib.suppress(OSError):
             while True:
                 f.write(b"\0" * 65536)
