@@ -129,7 +129,7 @@ def evaluate(workdir: Path, *, checkpoint: str = "last", split: str = "test",
     from tqdm.auto import tqdm
 
     import tasks
-    from lra import data_fingerprint, sharding, stop_signals
+    from lra import data_fingerprint, results, sharding, stop_signals
     from lra.checkpoint import CheckpointError, Checkpoints
     from lra.data import default_data_dir
     from lra.data_pipeline import eval_batches
@@ -205,8 +205,7 @@ def evaluate(workdir: Path, *, checkpoint: str = "last", split: str = "test",
             "data_fingerprint": fingerprint, "trained_on": meta.get("data_fingerprint"),
             "other_data": bool(differ),
             # the code that trained the checkpoint (lra.train.History.code; older ones lack it)
-            "trained_under": [{"from_step": s, "commit": c, "dirty": d}
-                              for s, c, d in meta.get("history", {}).get("code", [])]}
+            "trained_under": results.code_sessions(meta.get("history", {}).get("code", []))}
 
 
 def training_run_file(workdir: Path) -> str | None:

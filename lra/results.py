@@ -232,13 +232,17 @@ def build_record(config, *, overrides: list[str] | tuple[str, ...] = (), task_fa
     }
 
 
-def git_record(git: dict[str, Any], sessions: list[list]) -> dict[str, Any]:
-    """``git`` (this session's code), plus, for a run resumed under other code, ``sessions``: one
-    {from_step, commit, dirty} per change of code, and ``dirty`` true if any session's was."""
-    if len(sessions) < 2:
+def code_sessions(code: list[list]) -> list[dict[str, Any]]:
+    """``lra.train.History.code`` ([from_step, commit, dirty] per change of code) as records."""
+    return [{"from_step": s, "commit": c, "dirty": d} for s, c, d in code]
+
+
+def git_record(git: dict[str, Any], code: list[list]) -> dict[str, Any]:
+    """``git`` (this session's code, the last of ``code``), plus, for a run resumed under other
+    code, ``sessions`` (``code_sessions``) and ``dirty`` true if any session's was."""
+    if len(code) < 2:
         return dict(git)
-    return {**git, "dirty": any(d for _, _, d in sessions) or git["dirty"],
-            "sessions": [{"from_step": s, "commit": c, "dirty": d} for s, c, d in sessions]}
+    return {**git, "dirty": any(d for _, _, d in code), "sessions": code_sessions(code)}
 
 
 def now() -> str:

@@ -67,9 +67,8 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.slow)
             continue
         name = item.path.name
-        own = name.removeprefix("test_attn_").removesuffix(".py") if name.startswith("test_attn_") \
-            else None
-        if own is not None and own in families:
+        own = name.removeprefix("test_attn_").removesuffix(".py")  # test_attn_<family>.py
+        if name.startswith("test_attn_") and own in families:
             if own not in FAST_FAMILIES:
                 item.add_marker(pytest.mark.slow)
             continue
