@@ -11,7 +11,10 @@ the ``log_scale`` rescaling of stabilised exponential features), computed by one
 
 Only the forward pass is a kernel: the backward pass (``jax.custom_vjp``) is the VJP of the XLA
 scan, which recomputes what it needs. On CPU the kernel runs in Pallas interpret mode (the tests
-compare it with the XLA scan there); ``causal_linear_sums`` picks it only on GPU.
+compare it with the XLA scan there); ``causal_linear_sums`` picks it only on GPU. The backend is
+Triton, named by ``compiler_params`` (JAX 0.10 defaults GPU kernels to Mosaic GPU, 0.11 to
+Triton); tests/test_causal_scan_pallas.py lowers it for CUDA on a CPU host, which catches what
+Triton cannot lower (Triton's own compile step runs only on a GPU).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import functools
 import jax
 import jax.numpy as jnp
 from jax.experimental import pallas as pl
+from jax.experimental.pallas import triton as pltriton
 
 
 def _kernel(*refs, chunk: int, n_chunks: int, scaled: bool):
@@ -53,7 +57,8 @@ def _kernel(*refs, chunk: int, n_chunks: int, scaled: bool):
         num_ref[0, span, :] = jnp.dot(scores, v, preferred_element_type=jnp.float32) + past_num
         den_ref[0, span, :] = jnp.sum(scores, axis=1, keepdims=True) + past_den
         if scaled:
-            s_last = s_c[chunk - 1:chunk, :]  # [1, 1]
+            # [1, 1], read from the ref: Triton lowers no slice of a loaded value
+            s_last = s_ref[0, pl.ds(c * chunk + chunk - 1, 1), :]
             decay = jnp.exp(s_prev - s_last)
             k = k * jnp.exp(s_c - s_last)
             state, z, s_prev = state * decay, z * decay, s_last
@@ -91,6 +96,7 @@ def pallas_causal_sums(phi_q: jax.Array, phi_k: jax.Array, v: jax.Array, chunk: 
         out_shape=[jax.ShapeDtypeStruct((b * h, n * chunk, d), jnp.float32),
                    jax.ShapeDtypeStruct((b * h, n * chunk, 1), jnp.float32)],
         interpret=interpret,
+        compiler_params=pltriton.CompilerParams(),
     )(*inputs)
     num = num.reshape(b, h, n * chunk, d)[:, :, :length]
     den = den.reshape(b, h, n * chunk)[:, :, :length]
