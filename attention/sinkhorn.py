@@ -53,8 +53,8 @@ import jax.numpy as jnp
 from flax import nnx
 
 from attention import register
-from attention._blocks import attend_heads, from_head_blocks, to_blocks, to_head_blocks
-from attention._projections import HeadProjections, key_mask
+from attention._blocks import MASKED_LOGIT, from_head_blocks, to_blocks, to_head_blocks
+from attention._projections import HeadProjections, dropout_probs, key_mask
 
 _NEG = -1e9  # log-space stand-in for log 0 inside Sinkhorn (finite: no inf - inf)
 
@@ -106,15 +106,19 @@ def sinkhorn_kernel(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array | 
     Returns float[B, L, H, d] in q's dtype.
 
     Heads first ([B, H, n_b, b, d], attention/_blocks.py): applying P to the keys and to the
-    values is one matmul [n_b, n_b] x [n_b, b * d] each per (batch, head), and the attention one
-    batched matmul per product. Keys and values stay separate arrays: a single [.., 2d] array cut
-    back into its halves before the attention cost a copy of each (0.8-0.85x the time without it,
-    fwd+bwd at L=1024 and 4096, block 64, H=8).
+    values is one matmul [n_b, n_b] x [n_b, b * d] each per (batch, head). The one softmax over
+    the 2b keys of a query is taken over its two halves without joining them: the logits of the
+    own block and of the sorted block stay two [b, b] arrays sharing one max and one sum, each
+    multiplies its own values, and the sum of the two products is divided by the normaliser once
+    (b values per query instead of 2b weights). Joining keys, values and logits into [.., 2b]
+    arrays (one softmax, one product each) costs their copies and the slices of their gradients:
+    measured fwd+bwd at L=1024, B=4, H=8, block 64, in one process, 79.0 -> 68.4 ms with XLA:CPU's
+    YNN fusions on and 75.4 -> 71.8 ms with them off.
     """
     b, length, h, d = q.shape
     mask = jnp.ones((b, length), bool) if mask is None else mask.astype(bool)
     keep = mask[:, :, None, None]
-    qb = to_head_blocks(q, block_size)
+    qb = to_head_blocks(q, block_size) * (1.0 / jnp.sqrt(jnp.float32(d))).astype(q.dtype)
     kb = to_head_blocks(jnp.where(keep, k, 0), block_size)
     vb = to_head_blocks(jnp.where(keep, v, 0), block_size)
     n = kb.shape[2]
@@ -127,12 +131,29 @@ def sinkhorn_kernel(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array | 
         return out.astype(xb.dtype).reshape(xb.shape)
 
     real_mass = jnp.einsum("bhij,bjs->bhis", perm, mb.astype(jnp.float32))  # [B, H, n_b, b]
-    own = jnp.broadcast_to(mb[:, None], real_mass.shape)
-    allowed = jnp.concatenate([own, real_mass > 0], axis=-1)[:, :, :, None, :]
 
-    out = attend_heads(qb, jnp.concatenate([kb, sort(kb)], axis=3),
-                       jnp.concatenate([vb, sort(vb)], axis=3), allowed,
-                       dropout_rate=dropout_rate, dropout_rng=dropout_rng)
+    def logits(keys, allowed):  # float32[B, H, n_b, b, b], MASKED_LOGIT where not allowed
+        s = jnp.einsum("bhnqd,bhnkd->bhnqk", qb, keys, preferred_element_type=jnp.float32)
+        return jnp.where(allowed[:, :, :, None, :], s, MASKED_LOGIT)
+
+    s_own = logits(kb, mb[:, None])
+    s_sorted = logits(sort(kb), real_mass > 0)
+    # the shift only keeps exp in range: the softmax does not depend on it, nor does its gradient
+    top = jax.lax.stop_gradient(jnp.maximum(s_own.max(-1, keepdims=True),
+                                            s_sorted.max(-1, keepdims=True)))
+    e_own, e_sorted = jnp.exp(s_own - top), jnp.exp(s_sorted - top)
+    z = e_own.sum(-1, keepdims=True) + e_sorted.sum(-1, keepdims=True)
+
+    def weighted(weights, values):
+        return jnp.einsum("bhnqk,bhnkd->bhnqd", weights.astype(values.dtype), values,
+                          preferred_element_type=jnp.float32)
+
+    if dropout_rng is None or dropout_rate == 0.0:
+        out = (weighted(e_own, vb) + weighted(e_sorted, sort(vb))) / z
+    else:  # dropout acts on the normalised weights, so normalise first
+        rng_own, rng_sorted = jax.random.split(dropout_rng)
+        out = (weighted(dropout_probs(e_own / z, dropout_rate, rng_own), vb)
+               + weighted(dropout_probs(e_sorted / z, dropout_rate, rng_sorted), sort(vb)))
     return from_head_blocks(out, length).astype(q.dtype)
 
 
