@@ -168,3 +168,35 @@ def test_max_len_is_required_and_enforced():
         attention.build("sinkhorn", dim=16, num_heads=H, rngs=nnx.Rngs(0))
     with pytest.raises(ValueError, match="max_len=48"):
         make()(jnp.zeros((1, 49, 16)))
+
+
+def test_head_groups_change_neither_values_nor_gradients_nor_dropout_masks():
+    """The kernel computes its heads in independent groups (two on CPU); any grouping must give
+    the one-group result bit for bit, padding, dropout and gradients included."""
+    heads = 4
+    ks = jax.random.split(jax.random.PRNGKey(5), 5)
+    q, k, v = (jax.random.normal(kk, (B, L, heads, DH)) for kk in ks[:3])
+    perm = normalize(jax.random.normal(ks[3], (B, heads, NB, NB)), n_iters=1)
+    mask = padding_mask()
+
+    def run(groups):
+        def loss(q, k, v, p):
+            out = _kernel(q, k, v, mask, perm=p, block_size=BS, dropout_rate=0.3,
+                          dropout_rng=ks[4], groups=groups)
+            return (out ** 2).sum(), out
+        (_, out), grads = jax.value_and_grad(loss, argnums=(0, 1, 2, 3), has_aux=True)(q, k, v, perm)
+        return [out, *grads]
+
+    reference = run(1)
+    for groups in (2, 4, None):
+        for got, want in zip(run(groups), reference):
+            np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+    with pytest.raises(ValueError, match="must divide"):
+        _kernel(q, k, v, mask, perm=perm, block_size=BS, groups=3)
+
+
+def test_head_groups_default_two_on_cpu_one_elsewhere():
+    from attention.sinkhorn import head_groups
+
+    assert head_groups(8, "cpu") == 2 and head_groups(3, "cpu") == 1
+    assert head_groups(8, "gpu") == 1 and head_groups(8, "tpu") == 1
