@@ -26,8 +26,8 @@ Key group kinds (``KeyGroup.kind``), with ``q`` blocks float[B, N, bq, H, Dh]:
 Heads-first form (``to_head_blocks``, ``attend_heads``, ``from_head_blocks``): blocks laid out
 ``[B, H, N, b, Dh]`` with the keys of each query block gathered into one ``[B, H, N, K, Dh]`` array,
 so that every product is a batched matmul whose batch dimensions lead (B, H, N) and XLA:CPU needs no
-transposes inside the attention. Longformer, BigBird and Sinkhorn use it. Measured (fwd+bwd of one layer's
-kernel, B=4 H=4 Dh=64, 2 cores, one process timing both forms in turn, median of 9): longformer
+transposes inside the attention. Local, Longformer, BigBird and Sinkhorn use it. Measured (fwd+bwd
+of one layer's kernel, B=4 H=4 Dh=64, 2 cores, one process timing both forms in turn, median of 9): longformer
 (window 512, 1 global token) 0.79x the [B, N, b, H, Dh] form's time at 1024 and 0.75x at 2048, with
 its smaller blocks; bigbird 0.99-1.01x with XLA:CPU's YNN fusions off (as ``lra.bench`` runs) and
 0.73x with them on (the default, as ``lra.run`` trains), where the old form's gather of every key
@@ -157,6 +157,26 @@ def attend(qb: jax.Array, groups: list[KeyGroup], *, dropout_rate: float = 0.0,
         o = jnp.einsum(_SPECS[g.kind][1], p, g.v, preferred_element_type=jnp.float32)
         out = o if out is None else out + o
     return out.astype(qb.dtype)
+
+
+def head_groups(num_heads: int, platform: str | None = None) -> int:
+    """How many independent head groups a heads-first block kernel (``sinkhorn_kernel``,
+    ``local_kernel``) splits its work into by default: 2 on CPU when ``num_heads`` is even, else 1.
+
+    XLA:CPU runs one batched matmul of many small products ([64 x 64] x [64 x 64] blocks) on
+    about one core, and runs independent operations at the same time, so two independent head
+    groups keep both cores of a 2-core host busy. Measured fwd+bwd (B=4, H=8, Dh=64, one process,
+    XLA:CPU YNN fusions on, median of 5 to 7): sinkhorn's kernel (block 64) at 1K / 2K / 4K, 77 /
+    147 / 436 ms in one group against 68 / 134 / 295 ms in two (four: 61 / 124 / 270); inside the
+    whole module, where the projections' matmuls already run beside the kernel, the gain shrinks
+    to a few percent, and four groups were slower than two there. Local's kernel (block 128):
+    70 / 151 / 271 ms in one group, 51 / 124 / 239 in two, 50 / 127 / 269 in four. On an
+    accelerator one batched matmul already fills the device. The values do not depend on the
+    grouping.
+    """
+    if (platform or jax.default_backend()) != "cpu":
+        return 1
+    return 2 if num_heads % 2 == 0 else 1
 
 
 def to_head_blocks(x: jax.Array, block: int) -> jax.Array:

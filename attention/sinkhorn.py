@@ -53,7 +53,13 @@ import jax.numpy as jnp
 from flax import nnx
 
 from attention import register
-from attention._blocks import MASKED_LOGIT, from_head_blocks, to_blocks, to_head_blocks
+from attention._blocks import (
+    MASKED_LOGIT,
+    from_head_blocks,
+    head_groups,
+    to_blocks,
+    to_head_blocks,
+)
 from attention._projections import HeadProjections, key_mask
 
 _NEG = -1e9  # log-space stand-in for log 0 inside Sinkhorn (finite: no inf - inf)
@@ -94,25 +100,6 @@ def sort_logits(k: jax.Array, mask: jax.Array, kernel: jax.Array,
     n = sums.shape[1]
     logits = jnp.einsum("bnhd,dm->bhnm", sums, kernel[:, :n].astype(jnp.float32))
     return logits, mb.any(axis=-1)
-
-
-def head_groups(num_heads: int, platform: str | None = None) -> int:
-    """How many independent head groups ``sinkhorn_kernel`` splits its work into by default:
-    2 on CPU when ``num_heads`` is even, else 1.
-
-    XLA:CPU runs one batched matmul of many small products ([64 x 64] x [64 x 64] blocks here)
-    on about one core, and runs independent operations at the same time, so two independent head
-    groups keep both cores of a 2-core host busy. Measured fwd+bwd (B=4, H=8, Dh=64, block 64, one
-    process, XLA:CPU YNN fusions on, median of 5): the kernel alone at 1K / 2K / 4K, 77 / 147 /
-    436 ms in one group against 68 / 134 / 295 ms in two (four: 61 / 124 / 270); inside the whole
-    module, where the projections' matmuls already run beside the kernel, the gain shrinks to a
-    few percent (module minus projections, four interleaved repeats: 67 against 71 ms at 1K, 246
-    against 253 ms at 4K), and four groups were slower than two there. On an accelerator one
-    batched matmul already fills the device. The values do not depend on the grouping.
-    """
-    if (platform or jax.default_backend()) != "cpu":
-        return 1
-    return 2 if num_heads % 2 == 0 else 1
 
 
 def sinkhorn_kernel(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array | None = None, *,

@@ -131,3 +131,44 @@ def test_bad_block_size():
         attention.build("local", dim=16, num_heads=2, rngs=nnx.Rngs(0), block_size=0)
     with pytest.raises(ValueError, match="global_tokens"):
         attention.build("local", dim=16, num_heads=2, rngs=nnx.Rngs(0), global_tokens=-1)
+
+
+@pytest.mark.parametrize("global_tokens,causal", [(0, False), (2, True)])
+def test_head_groups_change_neither_values_nor_gradients_nor_dropout_masks(global_tokens, causal):
+    """The kernel computes its heads in independent groups (two on CPU); any grouping must give
+    the one-group result bit for bit, padding, global columns, dropout and gradients included."""
+    heads, length = 4, 37
+    ks = jax.random.split(jax.random.key(5), 4)
+    q, k, v = (jax.random.normal(kk, (B, length, heads, DH)) for kk in ks[:3])
+    mask = jnp.asarray(length_mask([length, 25], length))
+
+    def run(groups):
+        def loss(q, k, v):
+            out = local_kernel(q, k, v, mask, causal=causal, block_size=8,
+                               global_tokens=global_tokens, dropout_rate=0.3, dropout_rng=ks[3],
+                               groups=groups)
+            return (out ** 2).sum(), out
+        (_, out), grads = jax.jit(jax.value_and_grad(loss, argnums=(0, 1, 2), has_aux=True))(q, k, v)
+        return [out, *grads]
+
+    reference = run(1)
+    for groups in (2, 4, None):
+        for got, want in zip(run(groups), reference):
+            np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+    with pytest.raises(ValueError, match="must divide"):
+        local_kernel(q, k, v, mask, block_size=8, groups=3)
+
+
+def test_dropout_acts_on_normalised_weights():
+    """Inverted dropout on the softmax weights (block and global tiles alike) leaves the
+    expected output unchanged: the mean over many draws approaches the deterministic output.
+    Dropping the unnormalised weights before summing them would not."""
+    length = 24
+    q, k, v, mask = (jnp.asarray(a) for a in qkv_and_mask(length))
+    want = local_kernel(q, k, v, mask, block_size=8, global_tokens=1)
+    draws = jax.jit(jax.vmap(lambda r: local_kernel(q, k, v, mask, block_size=8, global_tokens=1,
+                                                    dropout_rate=0.3, dropout_rng=r)))
+    got = draws(jax.random.split(jax.random.key(0), 4000)).mean(0)
+    rows = np.asarray(mask)
+    assert np.abs(np.asarray(got - want))[rows].max() < 0.06
+    assert np.abs(np.asarray(draws(jax.random.split(jax.random.key(1), 2))[0] - want)).max() > 0.1

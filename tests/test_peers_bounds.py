@@ -86,3 +86,32 @@ def test_gemm_lines_and_the_projections_case(monkeypatch):
     assert peers.gemm_lines(sys.executable, ["fnet"], [128], 1, 2, 8, env={}) == []
     spec = h.PEERS["ours_projections"]
     assert spec.framework == "jax" and spec.kind == "module" and spec.mechanism == "projections"
+
+
+def test_a_module_peer_is_the_best_peer_and_the_core_route_is_shown_beside_it(tmp_path):
+    """Both like-with-like routes on one row: module against module (the ratio), and our module
+    less our projections against the core peer (named, since it is not the best peer); the bound
+    comes with the worse route, here the core one, so the projections' matmuls are left out."""
+    eff = tmp_path / "efficiency"
+    eff.mkdir()
+    (eff / "peers-cpu-2026-01-08.jsonl").write_text("\n".join([
+        _case("local_mha_lucidrains", "local/block", "module", 1024, 150.0),
+        _case("local_attention_lucidrains", "local/block", "core", 1024, 40.0),
+        _case("ours_local_module", "local", "module", 1024, 165.0),
+        _case("ours_projections", "projections", "module", 1024, 95.0),
+        _case("local_mha_lucidrains", "local/block", "module", 2048, 300.0),
+        _case("local_attention_lucidrains", "local/block", "core", 2048, 100.0),
+        _case("ours_local_module", "local", "module", 2048, 330.0),
+        _case("ours_projections", "projections", "module", 2048, 200.0),
+        _gemm("local", 1024, "projections", 4, 50.0, 10.0),
+        _gemm("local", 1024, "block logits", 1, 12.0, 10.0),
+        _gemm("local", 2048, "block logits", 1, 12.0, 10.0),
+    ]) + "\n")
+    text = "\n".join(peers_section(tmp_path))
+    # 165 / 150 = 1.10x module against module; (165 - 95) / 40 = 1.75x > 1.5: bound 12 / 10
+    assert ("| ours_local_module | 1024 | 165 | local_mha_lucidrains (module) | 150 | 1.10x "
+            "| 300 / 300 | 1.75x (vs local_attention_lucidrains) | 1.20x (costliest: block logits, "
+            "1.20x) |") in text
+    # both routes within 1.5x ((330 - 200) / 100 = 1.30x): no bound
+    assert ("| ours_local_module | 2048 | 330 | local_mha_lucidrains (module) | 300 | 1.10x "
+            "| 300 / 300 | 1.30x (vs local_attention_lucidrains) |  |") in text

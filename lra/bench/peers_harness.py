@@ -194,6 +194,18 @@ def _performer(B, H, L, D, grad):
     return m, _torch_inputs(grad, *[(B, H, L, D)] * 3), [m]
 
 
+@peer("performer_pytorch_module", "torch", "module", "performer",
+      "performer_pytorch.SelfAttention(E, H, nb_features=256) with its q/k/v and out projections",
+      packages=("performer-pytorch",))
+def _performer_module(B, H, L, D, grad):
+    from performer_pytorch import SelfAttention
+
+    # 256 features, as our module in the run (OURS_MATCH); the core peer above keeps the
+    # library's default int(D ln D) = 266
+    m = SelfAttention(dim=H * D, heads=H, dim_head=D, nb_features=256)
+    return m, _torch_inputs(grad, (B, L, H * D)), [m]
+
+
 @peer("lat_linear_attn", "torch", "core", "linear(softmax-feature)",
       "linear_attention_transformer linear_attn: softmax(q) over d, softmax(k) over n",
       packages=("linear-attention-transformer",))
@@ -250,6 +262,19 @@ def _local(B, H, L, D, grad):
     return m, _torch_inputs(grad, *[(B, H, L, D)] * 3), [m]
 
 
+@peer("local_mha_lucidrains", "torch", "module", "local/block",
+      "local_attention.LocalMHA(window 128, no look back or forward, no rotary embedding) with its "
+      "fused q/k/v and out projections", packages=("local-attention",))
+def _local_mha(B, H, L, D, grad):
+    from local_attention import LocalMHA
+
+    # The module form of the peer above: x -> q, k, v (one bias-free Linear) -> the same local
+    # attention -> out, as our module does; its heads-first layout changes are its own, like ours.
+    m = LocalMHA(dim=H * D, window_size=128, dim_head=D, heads=H, causal=False, look_backward=0,
+                 look_forward=0, use_rotary_pos_emb=False)
+    return m, _torch_inputs(grad, (B, L, H * D)), [m]
+
+
 @peer("reformer_lsh", "torch", "core", "reformer-lsh",
       "reformer_pytorch LSHAttention(bucket_size=64, n_hashes=8), shared qk", packages=("reformer-pytorch",))
 def _reformer(B, H, L, D, grad):
@@ -257,6 +282,16 @@ def _reformer(B, H, L, D, grad):
 
     m = LSHAttention(bucket_size=64, n_hashes=8, causal=False)
     return (lambda qk, v: m(qk, v)[0]), _torch_inputs(grad, (B * H, L, D), (B * H, L, D)), [m]
+
+
+@peer("reformer_lsh_module", "torch", "module", "reformer-lsh",
+      "reformer_pytorch LSHSelfAttention(bucket_size=64, n_hashes=8) with its shared-qk, v and out "
+      "projections", packages=("reformer-pytorch",))
+def _reformer_module(B, H, L, D, grad):
+    from reformer_pytorch.reformer_pytorch import LSHSelfAttention
+
+    m = LSHSelfAttention(dim=H * D, heads=H, dim_head=D, bucket_size=64, n_hashes=8, causal=False)
+    return m, _torch_inputs(grad, (B, L, H * D)), [m]
 
 
 @peer("sinkhorn_attention", "torch", "core", "sinkhorn",
@@ -267,6 +302,16 @@ def _sinkhorn(B, H, L, D, grad):
 
     m = SinkhornAttention(bucket_size=64, dim=H * D, dim_heads=D, heads=H, max_seq_len=L)
     return m, _torch_inputs(grad, *[(B, H, L, D)] * 3), [m]
+
+
+@peer("sinkhorn_module", "torch", "module", "sinkhorn",
+      "sinkhorn_transformer SinkhornSelfAttention(bucket_size=64) with its sort net and q/kv/out "
+      "projections", packages=("sinkhorn-transformer",))
+def _sinkhorn_module(B, H, L, D, grad):
+    from sinkhorn_transformer.sinkhorn_transformer import SinkhornSelfAttention
+
+    m = SinkhornSelfAttention(dim=H * D, bucket_size=64, max_seq_len=L, heads=H, dim_head=D)
+    return m, _torch_inputs(grad, (B, L, H * D)), [m]
 
 
 @peer("bigbird_hf_block_sparse", "torch", "module", "bigbird",
