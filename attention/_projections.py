@@ -31,7 +31,14 @@ class Dense(nnx.Module):
         self.kernel = nnx.Param(_xavier(rngs.params(), (d_in, d_out), jnp.float32))
 
     def __call__(self, x: jax.Array) -> jax.Array:
-        return x @ self.kernel[...].astype(x.dtype)
+        # One 2-D product over the flattened leading dimensions: with x kept [B, L, d_in] the
+        # weight gradient is a dot contracting two dimensions, and XLA:CPU lays it out with the
+        # incoming gradient transposed to [d_out, B * L] and fused with the attention core's own
+        # layout change, a slow strided copy. Same values bit for bit; measured fwd+bwd of the
+        # module (B=4, L=2048, H=8, Dh=64, one process, median of 7): cosformer 423 -> 304 ms,
+        # local 353 -> 307, the projections alone 241 -> 211.
+        w = self.kernel[...].astype(x.dtype)
+        return (x.reshape(-1, x.shape[-1]) @ w).reshape(*x.shape[:-1], w.shape[-1])
 
 
 class HeadProjections(nnx.Module):
