@@ -103,6 +103,17 @@ def make_norm(m: ModelConfig, dim: int, *, rngs: nnx.Rngs) -> nnx.Module:
     return LayerNorm(dim, rngs=rngs)
 
 
+def rowwise(linear: nnx.Linear, x: jax.Array) -> jax.Array:
+    """``linear`` on x: float[..., d_in] as one 2-D product over the flattened leading dimensions.
+
+    Same function; the reason is XLA:CPU's weight gradient: from a [B, L, d] input it is a dot
+    contracting two dimensions, which XLA lays out with a transposed copy of the incoming gradient
+    (``attention._projections.Dense`` does the same for the attention projections). Measured
+    fwd+bwd of the MLP at [4, 2048, 256] -> 1024 -> 256, one process, median of 9: 169 -> 136 ms.
+    """
+    return linear(x.reshape(-1, x.shape[-1])).reshape(*x.shape[:-1], -1)
+
+
 class HalfGLU(nnx.Module):
     """S5's channel mixer after the SSM: g = dropout(GELU(y)); g * sigmoid(W g). float[..., D]."""
 
@@ -112,7 +123,7 @@ class HalfGLU(nnx.Module):
 
     def __call__(self, y: jax.Array, *, deterministic: bool) -> jax.Array:
         g = self.dropout(jax.nn.gelu(y), deterministic=deterministic)
-        return g * jax.nn.sigmoid(self.gate(g))
+        return g * jax.nn.sigmoid(rowwise(self.gate, g))
 
 
 class MLP(nnx.Module):
@@ -122,8 +133,8 @@ class MLP(nnx.Module):
         self.dropout = nnx.Dropout(dropout, rngs=rngs)
 
     def __call__(self, x: jax.Array, *, deterministic: bool) -> jax.Array:
-        h = self.dropout(jax.nn.gelu(self.up(x)), deterministic=deterministic)
-        return self.down(h)
+        h = self.dropout(jax.nn.gelu(rowwise(self.up, x)), deterministic=deterministic)
+        return rowwise(self.down, h)
 
 
 class Block(nnx.Module):
@@ -208,7 +219,7 @@ class Encoder(nnx.Module):
         if self.embed is not None:
             return self.embed(tokens)
         intensity = (tokens - self.pixel_offset).astype(jnp.float32) / 255.0
-        return self.pixel_proj(((intensity - self.pixel_mean) / self.pixel_std)[..., None])
+        return rowwise(self.pixel_proj, ((intensity - self.pixel_mean) / self.pixel_std)[..., None])
 
     def __call__(self, tokens: jax.Array, mask: jax.Array, *, deterministic: bool = True):
         return self.encode(self.embed_inputs(tokens), mask, deterministic=deterministic)
