@@ -60,7 +60,7 @@ def test_a_file_without_projections_or_gemm_lines_keeps_its_columns(tmp_path):
 
 def test_each_family_with_a_peer_names_its_dominant_matmuls():
     for family in ("sinkhorn", "softmax", "nystromformer", "linformer", "performer", "reformer",
-                   "local"):
+                   "local", "cosformer"):
         rows = peers.family_matmuls(family, 4, 8, 1024, 64)
         assert rows[0] == ("projections", 4, (1, 4096, 512, 512)) and len(rows) > 1, family
         assert all(count >= 1 and len(shape) == 4 for _, count, shape in rows)

@@ -158,6 +158,8 @@ def family_matmuls(family: str, B: int, H: int, L: int, D: int) -> list[tuple[st
     elif family == "reformer":  # 8 hashes, chunks of 64 against their own and the previous chunk
         c = 8 * L // 64
         rows += [("chunk logits", 1, (BH * c, 64, D, 128)), ("chunk values", 1, (BH * c, 64, 128, D))]
+    elif family == "cosformer":  # ReLU features with their sin and cos halves side by side: 2D wide
+        rows += [("phi_k^T v", 1, (BH, 2 * D, L, D)), ("phi_q kv", 1, (BH, L, 2 * D, D))]
     elif family == "local":  # blocks of 128
         n = L // 128
         rows += [("block logits", 1, (BH * n, 128, D, 128)), ("block values", 1, (BH * n, 128, 128, D))]
