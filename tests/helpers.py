@@ -85,3 +85,21 @@ def wait_until_training(workdir, timeout: float = 300) -> None:
             return
         time.sleep(0.1)
     raise AssertionError(f"{workdir}: no training record within {timeout:.0f} s")
+
+
+def assert_head_groupings_agree(call, arrays) -> None:
+    """A heads-first block kernel (``groups=``, attention._blocks.head_groups): ``call(*arrays,
+    groups=g)`` gives the one-group output and the gradients of every array bit for bit under
+    every grouping of 4 heads (the caller's dropout included)."""
+    def run(groups):
+        def loss(*arrays):
+            out = call(*arrays, groups=groups)
+            return (out ** 2).sum(), out
+        argnums = tuple(range(len(arrays)))
+        (_, out), grads = jax.jit(jax.value_and_grad(loss, argnums=argnums, has_aux=True))(*arrays)
+        return [out, *grads]
+
+    reference = run(1)
+    for groups in (2, 4, None):
+        for got, want in zip(run(groups), reference):
+            np.testing.assert_array_equal(np.asarray(got), np.asarray(want))

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
-from helpers import length_mask
+from helpers import assert_head_groupings_agree, length_mask
 
 import attention
 from attention.sinkhorn import sinkhorn_kernel as _kernel
@@ -179,18 +179,9 @@ def test_head_groups_change_neither_values_nor_gradients_nor_dropout_masks():
     perm = normalize(jax.random.normal(ks[3], (B, heads, NB, NB)), n_iters=1)
     mask = padding_mask()
 
-    def run(groups):
-        def loss(q, k, v, p):
-            out = _kernel(q, k, v, mask, perm=p, block_size=BS, dropout_rate=0.3,
-                          dropout_rng=ks[4], groups=groups)
-            return (out ** 2).sum(), out
-        (_, out), grads = jax.value_and_grad(loss, argnums=(0, 1, 2, 3), has_aux=True)(q, k, v, perm)
-        return [out, *grads]
-
-    reference = run(1)
-    for groups in (2, 4, None):
-        for got, want in zip(run(groups), reference):
-            np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+    assert_head_groupings_agree(
+        lambda q, k, v, p, groups: _kernel(q, k, v, mask, perm=p, block_size=BS, dropout_rate=0.3,
+                                           dropout_rng=ks[4], groups=groups), (q, k, v, perm))
     with pytest.raises(ValueError, match="must divide"):
         _kernel(q, k, v, mask, perm=perm, block_size=BS, groups=3)
 

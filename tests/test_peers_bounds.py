@@ -22,10 +22,16 @@ def _gemm(family, seq_len, what, count, jax_ms, torch_ms):
                                 "torch_ms": torch_ms}})
 
 
-def test_projections_are_taken_out_against_a_core_and_the_bound_shown(tmp_path):
+def _section(tmp_path, name, lines) -> str:
+    """The peers section of a results folder holding one peers file of ``lines``."""
     eff = tmp_path / "efficiency"
     eff.mkdir()
-    (eff / "peers-cpu-2026-01-06.jsonl").write_text("\n".join([
+    (eff / name).write_text("\n".join(lines) + "\n")
+    return "\n".join(peers_section(tmp_path))
+
+
+def test_projections_are_taken_out_against_a_core_and_the_bound_shown(tmp_path):
+    text = _section(tmp_path, "peers-cpu-2026-01-06.jsonl", [
         _case("sinkhorn_attention", "sinkhorn", "core", 1024, 60.0),
         _case("ours_sinkhorn_module", "sinkhorn", "module", 1024, 300.0),
         _case("ours_projections", "projections", "module", 1024, 150.0),
@@ -35,8 +41,7 @@ def test_projections_are_taken_out_against_a_core_and_the_bound_shown(tmp_path):
         _gemm("sinkhorn", 1024, "block logits", 1, 30.0, 10.0),
         _gemm("sinkhorn", 1024, "P K, P V", 2, 5.0, 5.0),
         _gemm("nystromformer", 1024, "pinv", 24, 3.0, 1.0),
-    ]) + "\n")
-    text = "\n".join(peers_section(tmp_path))
+    ])
     assert "| ours - projections / peer | bound: same matmuls, XLA / torch |" in text
     # (300 - 150) / 60 = 2.5x; bound (30 + 2 x 5) / (10 + 2 x 5) = 2.0x, the logits at 3.0x
     assert ("| ours_sinkhorn_module | 1024 | 300 | sinkhorn_attention (core) | 60 | 5.00x (ours has "
@@ -49,12 +54,9 @@ def test_projections_are_taken_out_against_a_core_and_the_bound_shown(tmp_path):
 
 
 def test_a_file_without_projections_or_gemm_lines_keeps_its_columns(tmp_path):
-    eff = tmp_path / "efficiency"
-    eff.mkdir()
-    (eff / "peers-cpu-2026-01-07.jsonl").write_text("\n".join([
+    text = _section(tmp_path, "peers-cpu-2026-01-07.jsonl", [
         _case("sinkhorn_attention", "sinkhorn", "core", 1024, 60.0),
-        _case("ours_sinkhorn_module", "sinkhorn", "module", 1024, 300.0)]) + "\n")
-    text = "\n".join(peers_section(tmp_path))
+        _case("ours_sinkhorn_module", "sinkhorn", "module", 1024, 300.0)])
     assert "projections / peer" not in text and "bound" not in text
 
 
@@ -92,9 +94,7 @@ def test_a_module_peer_is_the_best_peer_and_the_core_route_is_shown_beside_it(tm
     """Both like-with-like routes on one row: module against module (the ratio), and our module
     less our projections against the core peer (named, since it is not the best peer); the bound
     comes with the worse route, here the core one, so the projections' matmuls are left out."""
-    eff = tmp_path / "efficiency"
-    eff.mkdir()
-    (eff / "peers-cpu-2026-01-08.jsonl").write_text("\n".join([
+    text = _section(tmp_path, "peers-cpu-2026-01-08.jsonl", [
         _case("local_mha_lucidrains", "local/block", "module", 1024, 150.0),
         _case("local_attention_lucidrains", "local/block", "core", 1024, 40.0),
         _case("ours_local_module", "local", "module", 1024, 165.0),
@@ -106,8 +106,7 @@ def test_a_module_peer_is_the_best_peer_and_the_core_route_is_shown_beside_it(tm
         _gemm("local", 1024, "projections", 4, 50.0, 10.0),
         _gemm("local", 1024, "block logits", 1, 12.0, 10.0),
         _gemm("local", 2048, "block logits", 1, 12.0, 10.0),
-    ]) + "\n")
-    text = "\n".join(peers_section(tmp_path))
+    ])
     # 165 / 150 = 1.10x module against module; (165 - 95) / 40 = 1.75x > 1.5: bound 12 / 10
     assert ("| ours_local_module | 1024 | 165 | local_mha_lucidrains (module) | 150 | 1.10x "
             "| 300 / 300 | 1.75x (vs local_attention_lucidrains) | 1.20x (costliest: block logits, "
@@ -115,3 +114,19 @@ def test_a_module_peer_is_the_best_peer_and_the_core_route_is_shown_beside_it(tm
     # both routes within 1.5x ((330 - 200) / 100 = 1.30x): no bound
     assert ("| ours_local_module | 2048 | 330 | local_mha_lucidrains (module) | 300 | 1.10x "
             "| 300 / 300 | 1.30x (vs local_attention_lucidrains) |  |") in text
+
+
+def test_a_core_against_a_core_gets_the_bound_of_its_core_matmuls(tmp_path):
+    """Our softmax kernel against torch SDPA: core against core, so the bound leaves the
+    projections out."""
+    text = _section(tmp_path, "peers-cpu-2026-01-09.jsonl", [
+        _case("torch_sdpa", "softmax", "core", 1024, 100.0),
+        _case("ours_softmax_kernel", "softmax", "core", 1024, 190.0),
+        _case("ours_projections", "projections", "module", 1024, 50.0),
+        _gemm("softmax", 1024, "projections", 4, 10.0, 10.0),
+        _gemm("softmax", 1024, "logits", 1, 40.0, 20.0),
+        _gemm("softmax", 1024, "values", 1, 20.0, 20.0),
+    ])
+    # (40 + 20) / (20 + 20) = 1.50x without the projections (with them: 1.25x)
+    assert ("| ours_softmax_kernel | 1024 | 190 | torch_sdpa (core) | 100 | 1.90x | 300 / 300 |  "
+            "| 1.50x (costliest: logits, 2.00x) |") in text

@@ -94,7 +94,10 @@ def peers_section(results_dir: Path) -> list[str]:
                 # against the fastest core peer (even where a module peer is the best peer)
                 cores = [r for r in rivals if r["kind"] == "core"]
                 core = min(cores, key=lambda r: r["fwdbwd_ms_median"]) if cores else None
-                routes = [("module", ratio)] if alike and ours["kind"] == "module" else []
+                # a route is named by what it compares: "module" (projections on both sides)
+                # or "core" (none on either), which decides whether the projections' matmuls
+                # belong in the bound
+                routes = [(ours["kind"], ratio)] if alike else []
                 cell = ""
                 if ours["kind"] == "module" and core is not None and ours["seq_len"] in proj:
                     like = (ours["fwdbwd_ms_median"] - proj[ours["seq_len"]]) / core["fwdbwd_ms_median"]
