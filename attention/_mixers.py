@@ -5,7 +5,9 @@ two-direction runner. The chunked kernel itself is attention/_chunked.py.
 Padding rules these pieces enforce (right padding, mask True = real): a short convolution sees zeros
 at pads and its output is zeroed there again (its bias would make pad outputs non-zero; the recipe of
 state-spaces/mamba#66); the reverse direction runs over each example reversed within its true length
-(``both_directions``), so it meets the real tokens first and the pads last. What enters the state at
+(``both_directions``), so it meets the real tokens first and the pads last. (HGRN's two-direction
+scheme on LRA, which these families follow, flips the whole padded sequence instead:
+Doraemonzzz/hgru-pytorch@0d55662 hgru/hgru1d.py, lines 83-92.) What enters the state at
 pads (write gate, step size, key or beta = 0; decay 1) is each family's own business, stated in its
 docstring.
 """

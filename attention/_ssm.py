@@ -10,8 +10,21 @@ every family here ZEROES ITS OWN INPUT AT PADS (``masked_input``) before the rec
 The encoder calls the mixer in every layer, so this happens in every layer whatever the residual
 stream holds at pads (biases, norms and skips make it non-zero after layer 1). The recurrences being
 linear with zero initial state, a zero input keeps the reverse state at exactly zero until the last
-real token, which is the same as starting the reverse at each example's last real token. (The
-published S5 code, and S4 as wired for LRA, do neither: their reverse runs through the pads.)
+real token, which is the same as starting the reverse at each example's last real token.
+
+What the published codes do at pads, per family:
+
+* S4 (s4d): the same. The S4 repository's LRA pipeline passes the example lengths to every block,
+  and ``S4Block.forward`` zeroes the block's input past them (state-spaces/s4@e757cef
+  src/models/sequence/modules/s4block.py, lines 151-161; models/s4/s4.py lines 1902-1912).
+* Mega: the same. ``MultiHeadEMA.forward`` zeroes its input where the padding mask is set before
+  the FFT (facebookresearch/mega@aeaa4b4 fairseq/modules/exponential_moving_average.py, lines
+  179-180; the layer passes the mask at fairseq/modules/moving_average_gated_attention.py line 228).
+* S5: different. ``apply_ssm`` runs the reverse scan over the whole padded sequence, pads included
+  (lindermanlab/S5@3c18fdb s5/ssm.py, lines 79-82); only the mean pooling excludes the pads
+  (s5/seq_model.py ``masked_meanpool``). So S5's last real tokens see the pads' states; ours do not.
+* LRU: nothing to compare. minimal-LRU (NicolasZucchet/minimal-LRU@bbd71b1 lru/model.py) has a
+  forward scan only; the reverse direction here is this project's (lru.py).
 
 Everything is computed in float32 / complex64 whatever the input dtype.
 

@@ -22,14 +22,18 @@ its complement the key, the output gate the query, no separate key or value proj
     f_t = lb + (1 - lb) sigmoid(x W_f)   (log f by logaddexp; lb = ``lower_bound``)
     q_t = SiLU(x W_q),  k_t = 1 - f_t,  v_t = x W_i,  out = W_o RMSNorm_head(o)
 
-with K = V = qkv_dim / H (the state expansion). HGRN's lower bound is layer-wise and learned (a
+with K = V = qkv_dim / H (the state expansion). The RMSNorm is per head, as in the gla variant; fla's
+HGRN2 layer normalises o with one RMSNorm over its whole width (fla/layers/hgrn2.py, ``g_norm``,
+line 100, applied at line 211). HGRN's lower bound is layer-wise and learned (a
 cumulative softmax over the depth, zero in the first layer); the mixer contract does not tell a layer
 its depth, so here ``lower_bound`` is one fixed value for every layer (default 0: the first layer's).
 
 Bidirectional (``causal=False``): summed directions with shared parameters, as HGRN/HGRN2 ran LRA
-(Doraemonzzz/hgru-pytorch@0d55662 hgru1d.py; attention/_mixers.py): the kernel on (q, k, v, log alpha)
-and on their reversal within each example's true length. (HGRN2's published image-task rows scan the
-pixel grid in 2-D, four directions; this is the 1-D form.) ``causal=True``: the forward direction.
+(Doraemonzzz/hgru-pytorch@0d55662 hgru1d.py, lines 69-73; attention/_mixers.py): the kernel on (q, k,
+v, log alpha) and on their reversal within each example's true length. HGRN's reverse scan flips the
+whole padded sequence instead (hgru1d.py lines 83-92), so there the pads enter its state first.
+(HGRN2's published image-task rows scan the pixel grid in 2-D, four directions; this is the 1-D
+form.) ``causal=True``: the forward direction.
 
 Padding: k = 0 and log alpha = 0 (decay 1) at pads: nothing enters the state.
 

@@ -17,6 +17,8 @@ B = B_re + i B_im with both parts N(0, 1/(2D)); C likewise N(0, 1/N); D ~ N(0, 1
 
 Bidirectional (``causal=False``; the paper uses it on PathFinder and Path-X): a second scan run
 backwards over the same lambda, gamma, B u, read by its own C, so C = [C_fwd | C_bwd] is [D, 2N].
+The minimal-LRU code (NicolasZucchet/minimal-LRU@bbd71b1 lru/model.py) has the forward scan only,
+so this direction, and its handling of pads, is this project's.
 Both directions include the current token. ``causal=True``: the forward scan with C_fwd only.
 
 Padding: the input is zeroed at pads before B u (attention/_ssm.py: this makes the reverse scan

@@ -22,8 +22,10 @@ B 32, L 151, E 128, N 16.
 Initialisation (mamba_simple.py): A_log = log(1..N) for every channel (S4D-Real); D = 1; W_dt ~
 U(+-R^-1/2); b_dt = softplus^-1(dt), dt log-uniform in [dt_min, dt_max] floored at 1e-4, so that
 softplus(b_dt) lies in [dt_min, dt_max] (a custom initialiser: a framework that zeroes biases would
-destroy this range). A_log, D and b_dt are in the optimiser group "ssm" (no weight decay, as the
-paper's ``_no_weight_decay``; attention/_ssm.py).
+destroy this range). A_log, D and b_dt are in the optimiser group "ssm" (no weight decay;
+attention/_ssm.py). In mamba_simple.py only A_log and D carry ``_no_weight_decay`` (lines 111 and
+115); b_dt is marked ``_no_reinit`` (line 101), and whether it decays is left to the trainer's
+parameter grouping (biases usually do not).
 
 Bidirectional (``causal=False``, the default): summed directions with shared parameters (HGRN's
 scheme on LRA; attention/_mixers.py): conv, SiLU, the selective scan and the D skip are run on x and

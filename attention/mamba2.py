@@ -17,7 +17,7 @@ i.e. decayed linear attention with q = C, k = B, v = Delta x and a scalar log-de
 
 Initialisation (mamba2.py): A = exp(A_log) ~ U[1, 16]; dt_bias = softplus^-1(dt), dt log-uniform in
 [dt_min, dt_max] floored at 1e-4 (as Mamba); D = 1 per head; norm scale 1. A_log, dt_bias and D are in
-the optimiser group "ssm" (no weight decay, as the paper's ``_no_weight_decay``).
+the optimiser group "ssm" (no weight decay, as mamba2.py's ``_no_weight_decay``, lines 130, 136, 140).
 
 Bidirectional (``causal=False``): summed directions with shared parameters (HGRN's scheme on LRA;
 attention/_mixers.py), the conv, SSD and D skip run on [x, B, C, dt] and on their reversal within each
@@ -27,9 +27,10 @@ diagonal term). ``causal=True``: the forward direction only.
 Padding: [x, B, C] zeroed at pads before and after the conv; Delta = 0 at pads, so v = Delta x = 0
 (nothing is written) and the decay exp(0) = 1.
 
-Heads: ``num_heads`` of the shared signature (P = E / H; the paper fixes P = 64 instead).
-``qkv_dim`` and ``dropout`` are accepted and not used. Options: ``state_size`` N (64; the paper's
-default is 128), ``expand`` (2), ``conv_size`` (4), ``dt_min`` (1e-3), ``dt_max`` (0.1),
+Heads: ``num_heads`` of the shared signature (P = E / H; mamba2.py fixes the head width instead,
+``headdim=64``, line 45). ``qkv_dim`` and ``dropout`` are accepted and not used. Options:
+``state_size`` N (64; mamba2.py's default ``d_state`` is 128, line 41), ``expand`` (2), ``conv_size``
+(4), ``dt_min`` (1e-3), ``dt_max`` (0.1),
 ``chunk_size`` (64).
 """
 

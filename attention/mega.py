@@ -38,7 +38,9 @@ is padded to a multiple of c; pads are masked keys), O(L c z) time and O(L c) me
 EMA runs over the whole sequence in both cases (O(L log L d)).
 
 Padding: the mixer's input is zeroed at pads (so the EMA's reverse kernel is exact, see
-attention/_ssm.py, and v is the same at every pad), and padded keys get no attention weight.
+attention/_ssm.py, and v is the same at every pad), and padded keys get no attention weight. Mega's
+EMA does the same: ``MultiHeadEMA.forward`` zeroes its input where the padding mask is set
+(facebookresearch/mega@aeaa4b4 fairseq/modules/exponential_moving_average.py, lines 179-180).
 
 Linear maps are initialised N(0, 0.02) with zero bias; gamma_q/k ~ N(0, 0.02), beta_q/k = 0; EMA:
 delta, alpha raw ~ N(0, 0.2), beta ~ N(0, 0.02) + (1, -1, 1, ...) over j, eta ~ N(0, 1),

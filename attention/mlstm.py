@@ -10,16 +10,31 @@ Per head (K = V = qkv_dim / H), matrix memory C, normaliser n and stabiliser m::
     q, k = (c W_q, c W_k) with c = SiLU(conv1d(x)) (width 4),   v = x W_v
     out = W_o (GroupNorm_h(h) (.) sigmoid(x W_og))
 
-The exact output does not depend on the stabiliser: with unstabilised sums N_t, Z_t,
-h_t = N_t / max(|Z_t|, 1); m only keeps exp(i) from overflowing. So the chunked kernel's stabilised
-path (attention/_chunked.py ``log_input``: per-row and per-chunk-state log-scales; chunk 64) gives
-the same h with its own m_t: the normaliser is the kernel applied to v = 1.
+The output depends on the stabiliser only through the 1e-6: with unstabilised sums N_t, Z_t,
+h_t = N_t / (max(|Z_t|, 1) + 1e-6 e^{m_t}), so m, which only keeps exp(i) from overflowing, moves h by
+a relative 1e-6 e^{m_t} / max(|Z_t|, 1) at most (the official code has the same +1e-6:
+NX-AI/xlstm@032a6fb xlstm/blocks/mlstm/backends.py, ``eps=1e-6``, lines 85 and 143). So two
+implementations agree exactly only when they use the same m_t. The chunked kernel's stabilised path
+(attention/_chunked.py ``log_input``: per-row and per-chunk-state log-scales; chunk 64) gives each
+row the largest of its log-weights, which is the recurrence's m_t started from m = -inf and the
+official parallel form's row maximum (``max_log_D``, backends.py line 71); the normaliser is the
+kernel applied to v = 1.
 
 Initialisation (the xLSTM cell): gate kernels 0; forget-gate bias linspace(3, 6) over the heads;
 input-gate bias N(0, 0.1^2). Gates in float32.
 
 The paper's block adds a pre-up-projection (x2) and a learnable skip around this cell; here the
 encoder's block is the block, and the cell runs at qkv_dim.
+
+Departures from the official code (NX-AI/xlstm@032a6fb, xlstm/blocks/mlstm/):
+
+* Gates. Here i and f are computed from x, as the paper's cell equations write them; the official
+  cell computes both from cat([q, k, v]) (cell.py: ``igate``, ``fgate`` on 3 x the embedding width,
+  lines 30-31; ``if_gate_input = torch.cat([q, k, v], dim=-1)``, line 46).
+* Output gate. Here sigmoid(x W_og), the paper's cell equation; the official layer has no sigmoid
+  gate and multiplies by SiLU(z) of the up-projection's second half instead (layer.py line 121).
+* Projections. Here W_q, W_k, W_v are dense; the official layer's are block-diagonal with blocks of
+  4 channels (``LinearHeadwiseExpand``, ``qkv_proj_blocksize=4``; layer.py lines 21 and 52-70).
 
 Bidirectional (``causal=False``): summed directions with shared parameters (attention/_mixers.py), the
 conv and the normalised cell run on x and on x reversed within each example's true length (each

@@ -8,10 +8,22 @@ Per head h, a fixed decay gamma_h = 1 - 2^(-5-h) (the same in every layer), stat
 
 computed by the chunked kernel with a scalar log-decay log gamma_h (attention/_chunked.py; the
 paper's chunkwise form with cross-chunk decay gamma^C; chunk 64). q is scaled by K^-1/2. Positions
-enter as rotary rotations of q and k (base 10000), as fla-org/flash-linear-attention@bc3b101
-fla/layers/multiscale_retention.py does; xPos's extra length scaling is left out. GroupNorm with H
-groups is a LayerNorm within each head (the paper: its scale invariance cancels retention's
-normalisation factors). Widths as fla: key ``expand_k`` x qkv_dim (1), value ``expand_v`` x qkv_dim (2).
+enter as rotary rotations of q and k, pair i turning by angle t base^(-2i/K) with base 10000, the
+frequencies of fla-org/flash-linear-attention@bc3b101 (fla/modules/rotary.py ``_compute_inv_freq``,
+lines 401-404; fla/layers/multiscale_retention.py builds it, line 169); xPos's extra length scaling
+is left out. The pairing differs from fla's: ``rotary`` turns interleaved pairs (x_2i, x_2i+1), the
+GPT-J form (fla's ``interleaved=True``; torchscale's ``rotate_every_two``), while fla's
+``RotaryEmbedding`` defaults to ``interleaved=False`` (rotary.py line 343), pairing x_i with
+x_{i+K/2}, the GPT-NeoX form. The two are the same rotation after one fixed permutation of the K
+channels of q and k (ours 2i, 2i+1 = fla's i, i + K/2), and q . k is unchanged when both are
+permuted alike, so the learned W_q, W_k absorb it: same model class, same outputs for permuted
+weights. (RetNet's own code, microsoft/torchscale@4d1e0e8, pairs as ours but spaces its
+frequencies as 10000^(-linspace(0, 1, K/2)): torchscale/architecture/retnet.py line 25.)
+GroupNorm with H groups is a LayerNorm within each head (the paper: its scale invariance cancels
+retention's normalisation factors); fla's layer and torchscale both normalise each head with an
+RMSNorm instead (multiscale_retention.py lines 148-160; torchscale/component/
+multiscale_retention.py line 66). Widths as fla: key ``expand_k`` x qkv_dim (1), value ``expand_v``
+x qkv_dim (2) (multiscale_retention.py lines 74-75).
 
 Bidirectional (``causal=False``): summed directions with shared parameters (attention/_mixers.py):
 the kernel on (q, k, v) and on their reversal within each example's true length; rotations are
@@ -43,7 +55,10 @@ def retention_decays(num_heads: int) -> jax.Array:
 
 
 def rotary(x: jax.Array, base: float = 10000.0) -> jax.Array:
-    """x float32[B, L, H, K] (K even) rotated pairwise (x_2i, x_2i+1) by angle t base^(-2i/K)."""
+    """x float32[B, L, H, K] (K even) rotated pairwise (x_2i, x_2i+1) by angle t base^(-2i/K).
+
+    Interleaved pairs (GPT-J); fla's default pairs x_i with x_{i+K/2}: the module docstring says why
+    the two are interchangeable here."""
     length, width = x.shape[1], x.shape[-1]
     freq = base ** (-jnp.arange(0, width, 2, dtype=jnp.float32) / width)       # [K/2]
     angle = jnp.arange(length, dtype=jnp.float32)[:, None] * freq[None, :]     # [L, K/2]

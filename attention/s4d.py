@@ -26,8 +26,20 @@ Bidirectional (``causal=False``): a second C (A and dt shared) gives a second ke
 time-reversed sequence; both directions include the current token (y_t sums s <= t and s >= t).
 ``causal=True`` keeps the forward kernel only.
 
+This departs from the S4 repository, whose reverse direction leaves the current token out. Its
+two-sided kernel is ``F.pad(k0, (0, L)) + F.pad(k1.flip(-1), (L, 0))`` (state-spaces/s4@e757cef
+models/s4/s4.py, ``FFTConv.forward``, lines 1717-1718; the same in
+src/models/sequence/kernels/fftconv.py, lines 98-99), which gives y_t = sum_{s <= t} k0[t - s] u_s
++ sum_{s > t} k1[s - t - 1] u_s; the comment under it calls the shift a deliberate off-by-one and
+leaves the corrected kernel commented out (s4.py lines 1722-1724). Ours is that corrected form. The
+two span the same maps (per channel and mode, C_bwd = C_S4 / dA, and D absorbs the extra
+current-token weight K_bwd[0]), so they differ in parameterisation, not in what can be learned.
+The minimal models/s4/s4d.py has no bidirectional option.
+
 Padding: the input is zeroed at pads before the FFT (attention/_ssm.py explains why this makes the
-reverse kernel exact: it then starts, in effect, at each example's last real token).
+reverse kernel exact: it then starts, in effect, at each example's last real token). The S4
+repository's LRA pipeline does the same (``S4Block.forward`` zeroes the block's input past each
+example's length: src/models/sequence/modules/s4block.py, lines 151-161).
 
 Optimiser group "ssm" (``train.ssm_lr``, no weight decay; attention/_ssm.py): ``log_A_real``,
 ``A_imag``, ``log_dt`` (A and the step, as the S4 repository's kernel lr).

@@ -29,7 +29,8 @@ B, Delta shared); C = [C1 | C2] reads both states. Both directions include the c
 ``causal=True``: the forward scan with C1 only.
 
 Padding: the input is zeroed at pads before Bbar u (attention/_ssm.py: this makes the reverse scan
-equal to one started at each example's last real token).
+equal to one started at each example's last real token). The S5 code does not: its ``apply_ssm``
+runs the reverse scan through the pads (lindermanlab/S5@3c18fdb s5/ssm.py, lines 79-82).
 
 Parameters are stored real (``Lambda_re``, ``Lambda_im``, ``log_step``, ``B`` [P', D, 2],
 ``C`` [D, P' or 2P', 2], ``D``), with the names of the S5 code. Optimiser group "ssm"
