@@ -37,6 +37,7 @@ import argparse
 import ctypes
 import json
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -88,16 +89,14 @@ class Outcome:
 
 
 def find_result(results_dir: Path, config: str) -> Path | None:
-    """The result file under ``<results_dir>/runs`` whose resolved config is ``config``, or None."""
-    from lra.sweep import SweepError, finished_configs  # the sweep's own check
+    """The newest valid result file under ``<results_dir>/runs`` whose resolved config is
+    ``config`` (read by the one reader, ``lra.leaderboard.reader``, as the sweep's skip check
+    reads it), or None. A result made on other data was planned as a conflict and never
+    submitted, so any such file is this cell's run."""
+    from lra.leaderboard import reader
 
-    try:
-        entries = finished_configs(Path(results_dir)).get(config)
-    except SweepError:
-        return None
-    # [(file name, data fingerprint)], sorted by name; a result made on other data was planned as a
-    # conflict and never submitted, so any entry is this cell's run
-    return Path(results_dir) / "runs" / entries[-1][0] if entries else None
+    runs = reader.read(Path(results_dir)).by_config().get(config)
+    return Path(results_dir) / "runs" / runs[-1]["_file"] if runs else None
 
 
 def _start_time(pid: int) -> str | None:
@@ -140,6 +139,21 @@ def _die_with_parent() -> None:
         pass
 
 
+_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit)\b(:|$)")
+
+
+def last_error_line(log_text: str) -> str:
+    """The reason a cell failed, for the sweep and the cluster: the last line starting with
+    ``error:`` (lra.run's one-line errors), else the last exception
+    line of a traceback (JAX prints a note after it), else the last line."""
+    lines = [ln.strip() for ln in log_text.splitlines() if ln.strip()]
+    errors = ([ln for ln in lines if ln.startswith("error:")]
+              or [ln for ln in lines if _EXCEPTION_LINE.match(ln)] or lines or ["(no output)"])
+    line = errors[-1]
+    return line if len(line) <= 300 else line[:297] + "..."
+
+
+
 class RunCell:
     """One cell as a checkpointable submitit callable (``checkpoint`` is submitit's hook)."""
 
@@ -155,8 +169,6 @@ class RunCell:
         print(f"lra.cluster: {self.spec.label}: {text}", flush=True)
 
     def __call__(self) -> Outcome:
-        from lra.sweep import last_error_line
-
         spec = self.spec
         log_path = spec.workdir / "sweep.log"
         while True:

@@ -32,6 +32,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from lra.results import RESULTS_DIR_HELP, default_results_dir
+
 SPLITS = ("test", "val", "train")
 CHECKPOINTS = ("last", "best")
 
@@ -59,7 +61,7 @@ def parser() -> argparse.ArgumentParser:
                    help="data directory (default: $LRA_DATA_DIR, else ~/.cache/lra)")
     p.add_argument("--write-result", action="store_true",
                    help="write a result file marked evaluation_of under <results-dir>/runs/")
-    p.add_argument("--results-dir", type=Path, default=Path("results"))
+    p.add_argument("--results-dir", type=Path, default=default_results_dir(), help=RESULTS_DIR_HELP)
     p.add_argument("--allow-other-data", action="store_true",
                    help="evaluate although the data now present differs from the data the "
                         "checkpoint was trained on (its data fingerprint; the result file then "

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from lra import stop_signals
+from lra.results import RESULTS_DIR_HELP, default_results_dir
 
 # lra.leaderboard (published numbers) loads matplotlib: imported inside the functions, after ``main``
 # installed the stop-signal handler.
@@ -162,25 +163,25 @@ def metric_keys(protocol: str) -> tuple[str, str]:
             else ("test_accuracy_at_best_val", "test_at_best_val"))
 
 
-def seed_results(configs: dict[int, dict[str, Any]], results_dir: Path) -> dict[int, dict]:
-    """{seed: newest result record whose resolved config is ``configs[seed]``} (evaluations of a
-    checkpoint, ``evaluation_of``, are not seeds and are left out)."""
-    wanted = {json.dumps(c, sort_keys=True): seed for seed, c in configs.items()}
-    found: dict[int, dict] = {}
-    for path in sorted((Path(results_dir) / "runs").glob("*.json")):
-        try:
-            record = json.loads(path.read_text())
-            from lra.config import with_protocol
+def measured_cells(configs: dict[int, dict[str, Any]], results_dir: Path):
+    """The cells of the leaderboard that hold the row's seeds: {``reader.CellKey``: {seed: run}}
+    for the runs (``lra.leaderboard.reader``: validated, one per seed and cell) whose config is
+    ``configs[seed]`` up to what the leaderboard ignores (``identity.NON_SEMANTIC``), and the
+    ``ResultSet`` (for its skipped files). Seeds run on other data or on another device land in
+    their own cells, as in the leaderboard, never in one mean."""
+    from lra.leaderboard import reader
 
-            key = json.dumps(with_protocol(record["config"]), sort_keys=True)
-        except (OSError, ValueError, KeyError, TypeError):
-            continue
-        seed = wanted.get(key)
-        if seed is None or "evaluation_of" in record:
-            continue
-        if seed not in found or record.get("date", "") >= found[seed].get("date", ""):
-            found[seed] = {**record, "_file": path.name}
-    return found
+    result_set = reader.read(results_dir)
+    cells: dict[Any, dict[int, dict]] = {}
+    for seed, config in configs.items():
+        diff = reader.expected_variant(config)
+        for run in result_set.runs:
+            if (run["seed"] == seed and (run["task"], run["attention"], run["preset"])
+                    == (config["task"], config["attention"], config["preset"])
+                    and run["_cell"].protocol == config.get("protocol", "lra")
+                    and diff is not None and reader.same_variant(run, diff)):
+                cells.setdefault(run["_cell"], {})[seed] = run
+    return dict(sorted(cells.items())), result_set
 
 
 def at_chance(accuracy: float, num_classes: int, examples: int) -> bool:
@@ -191,45 +192,62 @@ def at_chance(accuracy: float, num_classes: int, examples: int) -> bool:
     return abs(accuracy - chance) <= standard_error(chance, examples)
 
 
-def table(row: Row, records: dict[int, dict], seeds: list[int], preset: str,
+def _cell_text(values: list[float]) -> str:
+    from lra.leaderboard.cells import cell_stats
+
+    s = cell_stats(values)
+    return (f"{s.mean:.2f} (1)" if s.std is None
+            else f"{s.mean:.2f} ± {s.std:.2f} [{s.low:.2f}, {s.high:.2f}] ({s.n})")
+
+
+def table(row: Row, cells: dict[Any, dict[int, dict]], seeds: list[int], preset: str,
           overrides: tuple[str, ...] = ()) -> list[str]:
-    """The comparison, as Markdown lines with the notes under it."""
+    """The comparison, as Markdown lines with the notes under it: one line per leaderboard cell
+    that holds the row's seeds (more than one only where seeds ran on other data or devices)."""
     from lra.leaderboard import published
+    from lra.leaderboard.accuracy import at_chance as leaderboard_at_chance
     from lra.leaderboard.cells import cell_stats, md_table
 
-    key, evaluated = metric_keys(row.protocol)
-    values, chance_flags, per_seed = [], [], []
-    for seed in seeds:
-        r = records.get(seed)
-        if r is None or r["metrics"].get(key) is None:
-            continue
-        acc = float(r["metrics"][key])
-        n = int(r["data"]["evaluated"][evaluated])
-        classes = int(r["task_facts"]["num_classes"])
-        values.append(acc)
-        chance_flags.append(at_chance(acc, classes, n))
-        per_seed.append(f"seed {seed}: {100 * acc:.2f}{' (at chance)' if chance_flags[-1] else ''}")
-    s = cell_stats(values)
+    key, _ = metric_keys(row.protocol)
     printed = row.printed if isinstance(row.printed, str) else f"{row.printed:.2f}"
-    if s is None:
-        measured, diff = "—", "—"
-    else:
-        measured = (f"{s.mean:.2f} (1)" if s.std is None
-                    else f"{s.mean:.2f} ± {s.std:.2f} [{s.low:.2f}, {s.high:.2f}] ({s.n})")
+    table_rows, per_seed, measured = [], [], set()
+    for cell, by_seed in cells.items():
+        values, chance = [], 0
+        for seed in seeds:
+            r = by_seed.get(seed)
+            if r is None or r["metrics"].get(key) is None:
+                continue
+            acc = float(r["metrics"][key])
+            values.append(acc)
+            measured.add(seed)
+            flag = leaderboard_at_chance(r, key)
+            chance += bool(flag)
+            per_seed.append(f"seed {seed}{'' if len(cells) == 1 else f' ({cell.row}, {cell.device})'}"
+                            f": {100 * acc:.2f}{' (at chance)' if flag else ''}")
+        if not values:
+            continue
+        s = cell_stats(values)
         diff = "—" if isinstance(row.printed, str) else f"{s.mean - row.printed:+.2f}"
+        table_rows.append([printed, f"{cell.row} on {cell.device}", _cell_text(values), diff,
+                           f"{chance}/{len(values)}"])
+    if not table_rows:
+        table_rows.append([printed, "—", "—", "—", "0/0"])
     what = ("test accuracy at the last step" if row.protocol == "lra"
             else "test accuracy at the best-validation step")
     lines = [f"{row.name}: {row.source}; {what}, percent; preset {preset}, seeds "
              f"{','.join(map(str, seeds))}", ""]
-    lines += md_table(["printed", "measured mean ± std [95% interval] (n)", "difference",
-                       "seeds at chance"],
-                      [[printed, measured, diff, f"{sum(chance_flags)}/{len(values)}"]])
+    lines += md_table(["printed", "cell (the leaderboard's row, device)",
+                       "measured mean ± std [95% interval] (n)", "difference", "seeds at chance"],
+                      table_rows)
     lines.append("")
     if per_seed:
         lines.append("; ".join(per_seed))
-    if len(values) < len(seeds):
-        lines.append(f"{len(seeds) - len(values)} of {len(seeds)} seeds have no result yet "
-                     f"(failed, another shard's, or not run)")
+    if len(table_rows) > 1:
+        lines.append("the seeds lie in more than one cell (other data or another device, as the "
+                     "leaderboard keeps them): never one mean")
+    if len(measured) < len(seeds):
+        lines.append(f"{len(seeds) - len(measured)} of {len(seeds)} seeds have no result yet "
+                     f"(failed, another shard's, not run, or a file the leaderboard skips)")
     if preset != row.preset:
         lines.append(f"not like for like: preset {preset} is not the row's budget "
                      f"({row.preset}: {row.command()}); the difference says nothing about the "
@@ -268,7 +286,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="passed on to every run after the row's own deltas (the table is then "
                         "not the row's recipe)")
-    p.add_argument("--results-dir", type=Path, default=Path("results"))
+    p.add_argument("--results-dir", type=Path, default=default_results_dir(), help=RESULTS_DIR_HELP)
     p.add_argument("--workdirs", type=Path, default=Path("workdirs"))
     p.add_argument("--data-dir", type=Path, default=None)
     p.add_argument("--shard", default=None, metavar="I/N",
@@ -335,11 +353,13 @@ def _main(argv: list[str] | None) -> int:
             return 2
         if code in (stop_signals.EXIT_RESUMABLE, stop_signals.EXIT_INTERRUPTED):
             return stop_signals.EXIT_RESUMABLE  # the sweep said so in one line; no table of a part
-    records = seed_results(configs, args.results_dir)
-    print("\n".join(table(row, records, seeds, args.preset, tuple(args.overrides))))
+    cells, result_set = measured_cells(configs, args.results_dir)
+    result_set.warn()
+    print("\n".join(table(row, cells, seeds, args.preset, tuple(args.overrides))))
     if args.shard is not None:  # the other shards' seeds are theirs to run
         return 1 if code else 0
-    return 1 if code or any(s not in records for s in seeds) else 0
+    found = {seed for by_seed in cells.values() for seed in by_seed}
+    return 1 if code or any(s not in found for s in seeds) else 0
 
 
 if __name__ == "__main__":

@@ -22,10 +22,11 @@ import os
 import platform
 import secrets
 import subprocess
-import tempfile
 from importlib import metadata
 from pathlib import Path
 from typing import Any
+
+from lra import atomic
 
 FORMAT_VERSION = 2
 
@@ -95,22 +96,26 @@ def peak_memory_bytes() -> dict[str, Any]:
     return {"bytes": int(rss_kib) * 1024, "source": "process peak RSS (CPU)"}
 
 
-def _write_beside(path: Path, data: Any, publish) -> None:
-    """Write ``data`` as JSON to a temporary file next to ``path``, then ``publish(tmp, path)``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=2, sort_keys=True)
-            f.write("\n")
-        publish(tmp, path)
-    finally:
-        Path(tmp).unlink(missing_ok=True)
+def default_results_dir() -> Path:
+    """Where a user's result files go when no ``--results-dir`` is given: ``$LRA_RESULTS_DIR``,
+    else ``my-results`` in the current folder (not tracked by git). The project's reference set,
+    ``results/``, is written only when named: ``--results-dir results``."""
+    return Path(os.environ.get("LRA_RESULTS_DIR") or USER_RESULTS_DIR)
+
+
+USER_RESULTS_DIR = "my-results"
+REFERENCE_RESULTS_DIR = "results"
+RESULTS_DIR_HELP = (f"default: $LRA_RESULTS_DIR, else {USER_RESULTS_DIR}/ (your runs; the project's "
+                    f"reference set {REFERENCE_RESULTS_DIR}/ is written only when named)")
+
+
+def _json_bytes(data: Any) -> bytes:
+    return (json.dumps(data, indent=2, sort_keys=True) + "\n").encode()
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
     """Replace ``path`` with ``data`` at once (a rename): readers see the old or the new file."""
-    _write_beside(path, data, os.replace)
+    atomic.replace(path, _json_bytes(data))
 
 
 def run_path(results_dir: Path, record: dict[str, Any]) -> Path:
@@ -131,10 +136,9 @@ def run_path(results_dir: Path, record: dict[str, Any]) -> Path:
 
 
 def write_new(path: Path, record: dict[str, Any]) -> None:
-    """Write ``record`` to ``path``, which must not exist, all at once: the JSON goes to a temporary
-    file that a hard link then claims under its name, so a kill never leaves a partial or empty
-    result file and an existing one is never replaced."""
-    _write_beside(path, record, os.link)  # FileExistsError if the name is taken
+    """Write ``record`` to ``path``, which must not exist, all at once (``lra.atomic.create``): a
+    kill never leaves a partial or empty result file and an existing one is never replaced."""
+    atomic.create(path, _json_bytes(record))  # FileExistsError if the name is taken
 
 
 def write_run(results_dir: Path, record: dict[str, Any]) -> Path:

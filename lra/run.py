@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 
 from lra import stop_signals
+from lra.results import RESULTS_DIR_HELP, default_results_dir
 
 # Everything else is imported inside the functions: ``main`` installs the stop-signal handler
 # first, so that a signal while JAX and the families load sets a flag instead of killing the
@@ -58,8 +59,8 @@ def parser() -> argparse.ArgumentParser:
                         "workdir resumes (default: workdirs/<task>-<attn>-<preset>-seed<seed>)")
     p.add_argument("--data-dir", type=Path, default=None,
                    help="data directory (default: $LRA_DATA_DIR, else ~/.cache/lra)")
-    p.add_argument("--results-dir", type=Path, default=Path("results"),
-                   help="where the result file goes, under runs/ (default: results)")
+    p.add_argument("--results-dir", type=Path, default=default_results_dir(),
+                   help="where the result file goes, under runs/; " + RESULTS_DIR_HELP)
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config field, e.g. --set train.lr=1e-3 --set attn.eps=1e-4")
     p.add_argument("--force", action="store_true",

@@ -13,6 +13,7 @@ test, and the table says so.
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections import defaultdict
 from dataclasses import dataclass
@@ -46,11 +47,22 @@ def _label(values: tuple[tuple[str, Any], ...]) -> str:
     return ", ".join(f"{k}={v}" for k, v in values)
 
 
+def _finite(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
 def select(records: list[dict[str, Any]], keys: list[str]) -> list[Selection]:
-    """Per (task, family, protocol, preset) of ``records`` (result files' contents), the grid point
-    (values of ``keys`` in each run's resolved config) with the best mean validation accuracy."""
+    """Per (task, family, protocol, preset) of ``records`` (result files' contents, as the one
+    reader ``lra.leaderboard.reader`` validated them), the grid point (values of ``keys`` in each
+    run's resolved config: typed values, so 1e-3 and 0.001 are one point) with the best mean
+    validation accuracy. A run without a finite validation accuracy or headline never enters a
+    mean or the choice."""
     groups: dict[tuple, dict[tuple, list[dict]]] = defaultdict(lambda: defaultdict(list))
     for record in records:
+        metrics = record["metrics"]
+        headline = HEADLINE.get(record.get("protocol") or "lra", HEADLINE["lra"])
+        if not (_finite(metrics.get("best_val_accuracy")) and _finite(metrics.get(headline))):
+            continue
         cfg = config_lib.flatten(config_lib.with_protocol(record["config"]))
         group = (record["task"], record["attention"], cfg["protocol"], record["preset"])
         groups[group][tuple((k, cfg.get(k)) for k in keys)].append(record)

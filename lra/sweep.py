@@ -46,10 +46,10 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import hashlib
 import itertools
 import json
 import os
-import re
 import shlex
 import signal
 import subprocess
@@ -62,7 +62,9 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from lra import cluster, data_fingerprint, stop_signals
 from lra import run as run_cli
+from lra.cluster import last_error_line
 from lra.registry import UnknownNameError
+from lra.results import RESULTS_DIR_HELP, default_results_dir
 
 if TYPE_CHECKING:
     from lra import config as config_lib
@@ -110,7 +112,8 @@ class Plan:
     workdir: Path
     action: str
     detail: str = ""
-    config_key: str = ""  # the canonical resolved config (``_canonical``): finds its result file
+    config_key: str = ""  # the canonical resolved config (``_canonical``)
+    result_file: str = ""  # for ``skip``: the result file (under ``<results-dir>/runs``) it counts
 
 
 # ----------------------------------------------------------------------------------------------
@@ -227,10 +230,21 @@ def run_argv(cell: Cell, args: argparse.Namespace, workdir: Path) -> list[str]:
     return argv
 
 
+WORKDIR_SUFFIX_MAX = 96  # longer grid values (or ones with a "/") get a short stable suffix
+
+
 def workdir_for(cell: Cell, name: str) -> str:
     """lra.run's work directory name, with the cell's grid values appended so that the grid's
-    points never share a work directory (``listops-softmax-small-seed0__train.lr=0.001``)."""
-    return name + (f"__{','.join(f'{k}={v}' for k, v in cell.grid)}" if cell.grid else "")
+    points never share a work directory (``listops-softmax-small-seed0__train.lr=0.001``). Values
+    that would make the name too long for a file system (255 bytes) or hold a "/" are replaced by
+    the first 12 hex digits of their SHA-256 (``...-seed0__grid-3f2a9c01b7de``): short, and the
+    same on every machine and every re-run, so a resume finds its directory."""
+    if not cell.grid:
+        return name
+    values = ",".join(f"{k}={v}" for k, v in cell.grid)
+    if len(values.encode()) > WORKDIR_SUFFIX_MAX or "/" in values or "\0" in values:
+        values = "grid-" + hashlib.sha256(values.encode()).hexdigest()[:12]
+    return f"{name}__{values}"
 
 
 # ----------------------------------------------------------------------------------------------
@@ -241,23 +255,20 @@ def _canonical(config: dict[str, Any]) -> str:
     return json.dumps(config, sort_keys=True)
 
 
-def finished_configs(results_dir: Path) -> dict[str, list[tuple[str, Any]]]:
-    """{canonical resolved config: [(result file name, its data fingerprint or None)]} of the
-    result files in ``<results_dir>/runs``."""
-    from lra import config as config_lib
+def finished_configs(results_dir: Path, stream: TextIO | None = None
+                     ) -> dict[str, list[tuple[str, Any]]]:
+    """{canonical resolved config: [(result file name, its data fingerprint or None)], oldest
+    first} of the valid result files in ``<results_dir>/runs``, read by the one reader
+    (``lra.leaderboard.reader``): a file the leaderboard skips (a NaN, an accuracy out of range, a
+    failed status, not a JSON object) is no finished cell either, and its one line goes to
+    ``stream`` (none where ``stream`` is None)."""
+    from lra.leaderboard import reader
 
-    done: dict[str, list[tuple[str, Any]]] = {}
-    for path in sorted((Path(results_dir) / "runs").glob("*.json")):
-        try:
-            record = json.loads(path.read_text())
-            config = config_lib.with_protocol(record["config"])
-        except (OSError, ValueError, KeyError, TypeError) as err:
-            raise SweepError(f"{path}: not a valid result file ({err!r}); move it away or fix it") from None
-        if "evaluation_of" in record:  # lra.evaluate's file: an evaluation of a seed, not a seed
-            continue
-        data = record.get("data") if isinstance(record.get("data"), dict) else {}
-        done.setdefault(_canonical(config), []).append((path.name, data.get("fingerprint")))
-    return done
+    result_set = reader.read(results_dir)
+    if stream is not None:
+        result_set.warn(stream)
+    return {config: [(r["_file"], (r.get("data") or {}).get("fingerprint")) for r in runs]
+            for config, runs in result_set.by_config().items()}
 
 
 def data_now(config: config_lib.Config, data_dir: Path) -> dict[str, Any] | None:
@@ -273,8 +284,9 @@ def data_now(config: config_lib.Config, data_dir: Path) -> dict[str, Any] | None
 
 
 def decide(config: config_lib.Config, workdir: Path, finished: dict[str, list[tuple[str, Any]]],
-           data_dir: Path | None = None) -> tuple[str, str]:
-    """(action, detail) for the cell whose resolved config is ``config`` and work dir ``workdir``.
+           data_dir: Path | None = None) -> tuple[str, str, str]:
+    """(action, detail, result file) for the cell whose resolved config is ``config`` and work dir
+    ``workdir``; the result file (``skip`` only) is the newest valid one of that config and data.
 
     A result of the same config counts as done only if it was made on the data present now (its
     data fingerprint, where it has one): one made on other data is a ``conflict`` naming the
@@ -288,38 +300,42 @@ def decide(config: config_lib.Config, workdir: Path, finished: dict[str, list[tu
         now = data_now(config, data_dir) if data_dir is not None and any(f for _, f in found) \
             else None
         differs = []
-        for name, saved in found:
+        for name, saved in reversed(found):  # the newest first
             why = (data_fingerprint.difference(saved, now, absent_ok_if_generated=True)
                    if now is not None else None)
             if why is None:
-                return "skip", f"result {name}"
+                return "skip", f"result {name}", name
             differs.append(f"result {name} was made on other data ({why})")
         return "conflict", (f"{differs[0]}; not counted as done: move that result file away or "
-                            f"point --data-dir at its data")
+                            f"point --data-dir at its data"), ""
     saved = peek_last(workdir)
     if saved is None:
-        return "run", ""
+        return "run", "", ""
     step, saved_config = saved
     if saved_config is None:  # lra.run checks it when it starts
-        return "resume", f"from step {step} (config not readable here)"
+        return "resume", f"from step {step} (config not readable here)", ""
     a, b = (config_lib.flatten(config_lib.with_protocol(saved_config)),
             config_lib.flatten(current))
     differ = sorted(k for k in a.keys() | b.keys() if a.get(k, "<absent>") != b.get(k, "<absent>"))
     if differ:
         return "conflict", (f"{workdir} holds a checkpoint of another config ({', '.join(differ)}); "
-                            f"use another --workdirs or delete its checkpoints/")
-    return "resume", f"from step {step} of {config.train.num_steps}"
+                            f"use another --workdirs or delete its checkpoints/"), ""
+    return "resume", f"from step {step} of {config.train.num_steps}", ""
 
 
-def plan(cells: list[Cell], args: argparse.Namespace, *, decide_actions: bool = True) -> list[Plan]:
+def plan(cells: list[Cell], args: argparse.Namespace, *, decide_actions: bool = True,
+         quiet: bool = False) -> list[Plan]:
     """Resolve every cell's config (through lra.run's parser) and decide what to do with it
-    (without ``decide_actions``, every action is ``run`` and no result file is read)."""
+    (without ``decide_actions``, every action is ``run`` and no result file is read). ``quiet``:
+    no line for skipped result files or repeated grid points (a second plan of the same cells)."""
     from lra import config as config_lib
     from lra.data import default_data_dir
 
-    finished = finished_configs(args.results_dir) if decide_actions else {}
+    finished = (finished_configs(args.results_dir, None if quiet else sys.stderr)
+                if decide_actions else {})
     parser = run_cli.parser()
     plans, errors = [], []
+    seen: dict[str, Cell] = {}  # canonical config -> the first cell of it
     for cell in cells:
         # The work directory is named from the resolved config, so resolve once without it.
         probe = run_argv(cell, args, Path("."))
@@ -335,12 +351,19 @@ def plan(cells: list[Cell], args: argparse.Namespace, *, decide_actions: bool = 
                 cell, f"{cell.task}-{cell.attention}-{args.preset}{protocol}-seed{cell.seed}")
             plans.append(Plan(cell, run_argv(cell, args, workdir), workdir, "invalid", str(err)))
             continue
+        key = _canonical(config.to_dict())
+        if key in seen:  # --grid train.lr=1e-3,0.001: two spellings of one value are one point
+            if not quiet:
+                print(f"note: {cell} is the same config as {seen[key]} (their --grid values are "
+                      f"equal once resolved): it runs and counts once", file=sys.stderr)
+            continue
+        seen[key] = cell
         workdir = Path(args.workdirs) / workdir_for(cell, run_cli.workdir_name(config))
         data_dir = args.data_dir or default_data_dir()
-        action, detail = (decide(config, workdir, finished, data_dir) if decide_actions
-                          else ("run", ""))
-        plans.append(Plan(cell, run_argv(cell, args, workdir), workdir, action, detail,
-                          _canonical(config.to_dict())))
+        action, detail, result = (decide(config, workdir, finished, data_dir) if decide_actions
+                                  else ("run", "", ""))
+        plans.append(Plan(cell, run_argv(cell, args, workdir), workdir, action, detail, key,
+                          result))
     if errors and len(errors) == len(cells):
         raise SweepError(errors[0] + (f" (and {len(errors) - 1} more cells)" if len(errors) > 1 else ""))
     return plans
@@ -398,19 +421,6 @@ class Progress:
 
 
 # A traceback's exception line: "RuntimeError: ...", "jax.errors.JaxRuntimeError: ...", "KeyboardInterrupt".
-_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit)\b(:|$)")
-
-
-def last_error_line(log_text: str) -> str:
-    """The last line starting with ``error:`` (lra.run's one-line errors), else the last exception
-    line of a traceback (JAX prints a note after it), else the last line."""
-    lines = [ln.strip() for ln in log_text.splitlines() if ln.strip()]
-    errors = ([ln for ln in lines if ln.startswith("error:")]
-              or [ln for ln in lines if _EXCEPTION_LINE.match(ln)] or lines or ["(no output)"])
-    line = errors[-1]
-    return line if len(line) <= 300 else line[:297] + "..."
-
-
 _PR_SET_PDEATHSIG = 1
 
 
@@ -586,9 +596,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--select", action="store_true",
                    help="with --grid: run nothing, print the selection from the result files "
                         "already under --results-dir (e.g. after the shards of a grid finished)")
-    p.add_argument("--results-dir", type=Path, default=Path("results"),
-                   help="result files go under its runs/; finished cells are found there "
-                        "(default: results)")
+    p.add_argument("--results-dir", type=Path, default=default_results_dir(),
+                   help="result files go under its runs/; finished cells are found there; "
+                        + RESULTS_DIR_HELP)
     p.add_argument("--workdirs", type=Path, default=Path("workdirs"),
                    help="parent of the runs' work directories (default: workdirs, as lra.run)")
     p.add_argument("--data-dir", type=Path, default=None,
@@ -688,6 +698,10 @@ def _main(p: argparse.ArgumentParser, argv: list[str] | None,
                              f"--allow-large-grid if that is meant")
         if args.shard is not None:
             cells = shard(cells, *parse_shard(args.shard))
+            if not cells:  # an array of more tasks than cells: this one has nothing to do
+                print(f"lra.sweep: shard {args.shard} holds no cell of this grid; nothing to do",
+                      file=sys.stderr)
+                return 0
         stop_signals.test_hook("plan")
         plans = plan(cells, args, decide_actions=not args.list)
         if args.list:
@@ -734,32 +748,34 @@ def _main(p: argparse.ArgumentParser, argv: list[str] | None,
 
         if leaderboard.main(["--results-dir", str(args.results_dir)]) != 0:
             return 1
-    if args.grid and print_selection(plans, args, stream) != 0:
+    # Decided again now that the cells ran: the selection counts what a dry run would now skip.
+    if args.grid and print_selection(plan([p.cell for p in plans], args, quiet=True), args,
+                                     stream) != 0:
         return 1
     return 1 if failures else 0
 
 
 def print_selection(plans: list[Plan], args: argparse.Namespace, stream: TextIO) -> int:
-    """Print ``lra.selection``'s choice over the grid's cells that have a result under
-    ``--results-dir``; 1 (with the missing cells named) when some have none."""
+    """Print ``lra.selection``'s choice over the grid's cells that are done, exactly as the dry run
+    decides it (``plan``): a cell counts with the result file its ``skip`` names (valid, of its
+    config, made on the data present now); a cell whose result was made on other data is a
+    conflict and chooses nothing. Returns 1 (the cells named) when some cell has no such result."""
     from lra import selection
+    from lra.leaderboard import reader
 
-    finished = finished_configs(args.results_dir)
-    records, missing = [], []
-    for p in plans:
-        entries = finished.get(p.config_key)
-        if not entries:
-            missing.append(p)
-            continue
-        records.append(json.loads((Path(args.results_dir) / "runs" / entries[-1][0]).read_text()))
+    by_name = {r["_file"]: r for r in reader.read(args.results_dir).valid}
+    records = [by_name[p.result_file] for p in plans
+               if p.action == "skip" and p.result_file in by_name]
+    missing = [p for p in plans if p.action != "skip" or p.result_file not in by_name]
     if records:
         print(selection.render(selection.select(records, [k for k, _ in parse_grid(args.grid)])),
               file=stream)
     if missing:
-        print(f"{len(missing)} of {len(plans)} cells of the grid have no result under "
-              f"{args.results_dir} (the selection above leaves them out): "
-              + "; ".join(str(p.cell) for p in missing[:5]) + (" ..." if len(missing) > 5 else ""),
-              file=stream)
+        print(f"{len(missing)} of {len(plans)} cells of the grid have no result of their config "
+              f"on the data present now under {args.results_dir} (the selection above leaves them "
+              f"out): " + "; ".join(f"{p.cell} ({p.action}{': ' + p.detail if p.detail else ''})"
+                                    for p in missing[:5])
+              + (" ..." if len(missing) > 5 else ""), file=stream)
         return 1
     return 0
 

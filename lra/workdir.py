@@ -94,6 +94,9 @@ def finished(workdir: Path) -> dict[str, Any] | None:
     except (OSError, ValueError) as err:
         raise OSError(errno.EIO, f"{path}: unreadable ({err}); delete it to finish the run again, "
                                  f"or use --force") from None
+    if not isinstance(record, dict):
+        raise OSError(errno.EIO, f"{path}: expected a JSON object, got {type(record).__name__}; "
+                                 f"delete it to finish the run again, or use --force")
     return record if record.get("status") == "completed" else None
 
 

@@ -103,3 +103,34 @@ def assert_head_groupings_agree(call, arrays) -> None:
     for groups in (2, 4, None):
         for got, want in zip(run(groups), reference):
             np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+
+
+def result_record(config: dict, *, val: float = 0.4, test: float = 0.4, fingerprint=None,
+                  date: str = "2026-01-01T00:00:00Z", device: str = "cpu") -> dict:
+    """A complete, valid result file (format 2) of the resolved ``config`` (``Config.to_dict()``),
+    as ``lra.run`` writes it, with the given accuracies: what the one reader
+    (``lra.leaderboard.reader``) counts. ``fingerprint``: the data's (``data_fingerprint``), else
+    a made-up one."""
+    import json
+
+    from lra import config as config_lib
+    from lra.results import config_overrides
+
+    config = json.loads(json.dumps(config))
+    overrides = config_overrides(config_lib.Config.from_dict(config))
+    fp = fingerprint or {"sha256": "a" * 64, "generator": {"name": "test", "version": 1},
+                         "files": {}}
+    steps = config["train"]["num_steps"]
+    return {
+        "format_version": 2, "task": config["task"], "attention": config["attention"],
+        "preset": config["preset"], "seed": config["seed"], "protocol": config.get("protocol", "lra"),
+        "config": config, "overrides": overrides,
+        "metrics": {"best_val_accuracy": val, "test_accuracy_at_best_val": test,
+                    "test_accuracy_at_last": test, "final_val_accuracy": val, "steps": steps,
+                    "best_val_step": steps, "wall_time_s": 1.0, "steps_per_s": 1.0},
+        "data": {"evaluated": {"val": 1000, "test_at_last": 1000, "test_at_best_val": 1000},
+                 "fingerprint": fp},
+        "device": {"platform": device, "kind": device, "count": 1, "process_count": 1},
+        "versions": {}, "git": {"commit": "0123456789abcdef", "dirty": False},
+        "date": date, "status": "completed",
+    }

@@ -12,11 +12,13 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import wait_until_training
+from helpers import result_record, wait_until_training
 
 import attention
-from lra import results, sweep
+from lra import config as config_lib
+from lra import leaderboard, results, sweep
 from lra import run as run_cli
+from lra.data import default_data_dir
 
 TINY = ["--preset", "tiny", "--set", "data.train_size=64", "--set", "data.val_size=16",
         "--set", "data.test_size=16", "--set", "train.num_steps=6", "--set", "train.eval_every=3",
@@ -112,11 +114,13 @@ def test_decisions_from_result_files_and_work_directories(tmp_path, capsys):
     res, wd = tmp_path / "res", tmp_path / "wd"
     (res / "runs").mkdir(parents=True)
     # linear seed 0: finished (a result file of the same resolved config, under any name)
-    (res / "runs" / "anything.json").write_text(json.dumps({"config": _config("linear", 0)}))
+    done = _config("linear", 0)
+    fingerprint = sweep.data_now(config_lib.Config.from_dict(done), default_data_dir())
+    (res / "runs" / "anything.json").write_text(json.dumps(result_record(done, fingerprint=fingerprint)))
     # linear seed 1: a file named like it holds another config (another lr): not finished
     other = _config("linear", 1, ["--set", "train.lr=0.01"])
     (res / "runs" / "listops__linear__tiny__seed1__cpu1__20260101T000000.json").write_text(
-        json.dumps({"config": other}))
+        json.dumps(result_record(other)))
     # softmax seed 0: a checkpoint at step 3 of the same config, and an unfinished orbax save
     _checkpoint(wd / "listops-softmax-tiny-seed0", 3, _config("softmax", 0))
     (wd / "listops-softmax-tiny-seed0" / "checkpoints" / "last" / "6.orbax-checkpoint-tmp-1").mkdir()
@@ -139,12 +143,20 @@ def test_decisions_from_result_files_and_work_directories(tmp_path, capsys):
     assert "1 run, 1 resume, 1 skip, 1 conflict (4 cells)" in out
 
 
-def test_an_unreadable_result_file_is_named(tmp_path, capsys):
+def test_an_unreadable_result_file_is_skipped_with_the_leaderboards_line(tmp_path, capsys):
+    """A file the leaderboard skips is no finished cell, and the sweep says so in the leaderboard's
+    own line (before: exit 2 and a message of its own, for the same file)."""
     (tmp_path / "runs").mkdir()
     (tmp_path / "runs" / "broken.json").write_text("{")
     code = sweep.main(["--task", "listops", "--attn", "softmax", "--preset", "tiny",
-                       "--results-dir", str(tmp_path), "--dry-run"])
-    assert code == 2 and "broken.json: not a valid result file" in capsys.readouterr().err
+                       "--results-dir", str(tmp_path), "--workdirs", str(tmp_path / "wd"),
+                       "--dry-run"])
+    captured = capsys.readouterr()
+    assert code == 0 and "1 run, 0 resume, 0 skip, 0 conflict (1 cells)" in captured.out
+    [line] = [ln for ln in captured.err.splitlines() if "broken.json" in ln]
+    skipped: list[str] = []
+    leaderboard.build(tmp_path, skipped)
+    assert line == f"warning: skipped {skipped[0]}"
 
 
 def test_last_error_line_and_bar():
@@ -281,11 +293,11 @@ def test_a_result_of_other_data_is_not_done(tmp_path, capsys):
     other = {**fingerprint, "generator": {**fingerprint["generator"], "version": -1}}
     other["sha256"] = "0" * 64
     (res / "runs" / "old.json").write_text(json.dumps(
-        {"config": config.to_dict(), "data": {"fingerprint": other}}))
+        result_record(config.to_dict(), fingerprint=other)))
     (p,) = sweep.plan(sweep.expand("listops", "softmax", [0]), sweep.parser().parse_args(args))
     assert p.action == "conflict" and "old.json was made on other data (generator: " in p.detail
     (res / "runs" / "old.json").write_text(json.dumps(
-        {"config": config.to_dict(), "data": {"fingerprint": fingerprint}}))
+        result_record(config.to_dict(), fingerprint=fingerprint)))
     (p,) = sweep.plan(sweep.expand("listops", "softmax", [0]), sweep.parser().parse_args(args))
     assert p.action == "skip"
 

@@ -40,6 +40,7 @@ from pathlib import Path
 
 from lra import results, xla_cpu
 from lra.bench.peers_harness import probe_gflops
+from lra.results import RESULTS_DIR_HELP, default_results_dir
 
 DEFAULT_SCRIPT = Path(__file__).resolve().with_name("peers_harness.py")
 RETRY_FRACTION = 0.8
@@ -191,7 +192,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, list[
                    help="the peers venv's python (torch and the peer packages live there)")
     p.add_argument("--script", type=Path, default=DEFAULT_SCRIPT,
                    help="the harness (default: lra/bench/peers_harness.py)")
-    p.add_argument("--results-dir", type=Path, default=Path("results"))
+    p.add_argument("--results-dir", type=Path, default=default_results_dir(), help=RESULTS_DIR_HELP)
     p.add_argument("--gemm", action="store_true",
                    help="time plain matmuls of the layers' shapes in JAX and in --python's torch, "
                         "print the table and exit (no harness, no results file)")

@@ -77,6 +77,7 @@ from lra import results, sharding, stop_signals, xla_cpu
 from lra import workdir as workdir_lib
 from lra.bench import measure
 from lra.bench.efficiency import SCHEMA, fit_slopes
+from lra.results import RESULTS_DIR_HELP, default_results_dir
 from lra.train import create_train_state
 
 BASELINE = "softmax"
@@ -612,7 +613,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, default=None,
                    help="result file (default: <results-dir>/efficiency/<task>__<device>__b<batch>__"
                         "<dtype>__<date>.json); an existing file is never overwritten")
-    p.add_argument("--results-dir", type=Path, default=Path("results"))
+    p.add_argument("--results-dir", type=Path, default=default_results_dir(), help=RESULTS_DIR_HELP)
     p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
     p.add_argument("--_measure", default=None, help=argparse.SUPPRESS)
     return p

@@ -17,15 +17,13 @@ give the same bytes, figures included.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import os
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from lra import stop_signals
-from lra.leaderboard import curves
+from lra import atomic, stop_signals
+from lra.leaderboard import curves, reader
 from lra.leaderboard.accuracy import MODERN_HEADLINE_AND_SECOND, accuracy_section
 from lra.leaderboard.efficiency import FIGURE_PREFIX, FIGURES_DIR, efficiency_section
 from lra.leaderboard.export import to_csv, to_tex
@@ -34,8 +32,6 @@ from lra.leaderboard.load import (
     ResultFileError,
     load_efficiency,
     load_peers,
-    load_runs,
-    newest_per_seed,
     protocol,
 )
 from lra.leaderboard.peers import peers_section
@@ -44,6 +40,7 @@ from lra.leaderboard.reference import (
     published_modern_section,
     published_section,
 )
+from lra.results import RESULTS_DIR_HELP, default_results_dir
 
 CSV_FILE = "leaderboard.csv"
 TEX_FILE = "leaderboard.tex"
@@ -66,8 +63,11 @@ def _peers_lines(results_dir: Path, skipped: list[str] | None) -> list[str]:
 def build_all(results_dir: Path, skipped: list[str] | None = None) -> dict[str, Any]:
     """Every output: {"markdown": str, "figures": {file under figures/: bytes}, "csv": str,
     "tex": str}. Invalid files are listed in ``skipped`` (an error if it is None)."""
-    evaluations: list[str] = []
-    all_runs, superseded = newest_per_seed(load_runs(results_dir, skipped, evaluations))
+    result_set = reader.read(results_dir, strict=skipped is None)
+    if skipped is not None:
+        skipped.extend(result_set.skipped)
+    all_runs, superseded = result_set.runs, result_set.superseded
+    evaluations = result_set.evaluations
     # The two protocols are never ranked together: one table set each (README "Two protocols").
     runs = [r for r in all_runs if protocol(r) == "lra"]
     modern = [r for r in all_runs if protocol(r) == "modern"]
@@ -123,20 +123,9 @@ def render(results_dir: Path) -> str:
 
 
 def replace_file(path: Path, data: bytes) -> None:
-    """Write ``path`` whole or not at all (a temporary file beside it, renamed onto it): a signal
-    or a full disk never leaves a cut-short table or figure."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # as a plain open() makes it (mkstemp's is 0600)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    """Write ``path`` whole or not at all (``lra.atomic.replace``): a signal or a full disk never
+    leaves a cut-short table or figure."""
+    atomic.replace(path, data)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -154,13 +143,19 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(argv: list[str] | None) -> int:
     p = argparse.ArgumentParser(prog="python -m lra.leaderboard", description=__doc__.split("\n")[0])
-    p.add_argument("--results-dir", type=Path, default=Path("results"))
+    p.add_argument("--results-dir", type=Path, default=default_results_dir(),
+                   help="the folder of runs/ and efficiency/ it reads and where the tables go; "
+                        + RESULTS_DIR_HELP)
     p.add_argument("--strict", action="store_true",
                    help="fail (exit 1, nothing written) if any result file is invalid, instead of "
                         "skipping it with a warning")
     args = p.parse_args(argv)
     if not args.results_dir.is_dir():
-        print(f"error: --results-dir {args.results_dir} is not a folder", file=sys.stderr)
+        missing = not args.results_dir.exists()
+        print(f"error: --results-dir {args.results_dir} is not a folder"
+              + ("; no run has written there yet (lra.run and lra.sweep write to the same default"
+                 "); the project's reference table: python -m lra.leaderboard --results-dir "
+                 "results" if missing else ""), file=sys.stderr)
         return 1
     skipped: list[str] = []
     try:

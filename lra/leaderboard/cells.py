@@ -86,8 +86,9 @@ def marked_cells(cells: dict[tuple[str, str], list[float]], attns: list[str],
 def cell_objects(cells: dict[tuple[str, str], list[float]], attns: list[str],
                  task_names: list[str], *, ranked: bool = True,
                  at_chance: dict[tuple[str, str], int] | None = None) -> dict[tuple[str, str], Cell]:
-    """Every (attention, task) cell's text with its markers: per task the best mean in bold, the
-    families whose 95% interval overlaps the best's marked tied (only where both have n >= 2), and
+    """Every (attention, task) cell's text with its markers: per task the best mean in bold (every
+    family with that mean: equal means are tied for best), the families whose 95% interval overlaps
+    a best's marked tied (only where both have n >= 2), and
     cells with fewer seeds than the table's most common n (the larger on a tie) flagged. Unranked
     (rows of different configs): no best and no ties. ``at_chance``: seeds at chance per cell."""
     stats = {(a, t): cell_stats(cells.get((a, t), [])) for a in attns for t in task_names}
@@ -96,13 +97,15 @@ def cell_objects(cells: dict[tuple[str, str], list[float]], attns: list[str],
     out = {}
     for t in task_names:
         column = {a: stats[(a, t)] for a in attns if stats[(a, t)] is not None}
-        best = max(column, key=lambda a: column[a].mean) if column else None  # first in name order
-        top = column.get(best)
+        top_mean = max((s.mean for s in column.values()), default=None)
+        # Equal means are equally best: every one of them is bold, none is "tied" with another.
+        bests = [a for a, s in column.items() if s.mean == top_mean]
         for a in attns:
             s = stats[(a, t)]
-            tied = (s is not None and a != best and top.low is not None and s.low is not None
-                    and s.low <= top.high and top.low <= s.high)
-            out[(a, t)] = Cell(s, best=ranked and a == best, tied=ranked and tied,
+            tied = (s is not None and a not in bests
+                    and any(column[b].low is not None and s.low is not None
+                            and s.low <= column[b].high and column[b].low <= s.high for b in bests))
+            out[(a, t)] = Cell(s, best=ranked and a in bests, tied=ranked and tied,
                                few=s is not None and s.n < usual,
                                at_chance=(at_chance or {}).get((a, t), 0) if s is not None else 0)
     return out

@@ -265,10 +265,16 @@ def _read_json(path: Path) -> Any:
         raise ResultFileError(f"unreadable ({type(err).__name__}: {err})") from None
 
 
+def skip_line(path: Path | str, err: Exception) -> str:
+    """The one line that says why a file is not read: ``<path>: <field>: <what was expected>``
+    (every command that reads result files prints this line for a file it skips)."""
+    return f"{path}: {err}"
+
+
 def _skip(path: Path, err: ResultFileError, skipped: list[str] | None, what: str) -> None:
     if skipped is None:
         raise ResultFileError(f"{path}: not a valid {what} ({err})") from None
-    skipped.append(f"{path}: {err}")
+    skipped.append(skip_line(path, err))
 
 
 def _files(folder: Path, pattern: str) -> list[Path]:
