@@ -68,7 +68,9 @@ def parser() -> argparse.ArgumentParser:
                         "completed run is reported, not repeated")
     p.add_argument("--no-progress", action="store_true",
                    help="no training progress bar (generating data still shows one)")
-    p.add_argument("--print-config", action="store_true", help="print the resolved config and exit")
+    p.add_argument("--print-config", action="store_true",
+                   help="print the resolved config, every family and task option with its value "
+                        "(defaults included), and exit")
     p.add_argument("--wandb", default=None, metavar="PROJECT",
                    help="also log to Weights & Biases project PROJECT (needs `pip install wandb`; "
                         "WANDB_MODE=offline works without a network); see README 'Watching a run "
@@ -95,6 +97,19 @@ def resolve_config(args: argparse.Namespace):
                           overrides=args.overrides, protocol=args.protocol)
     attention.check_options(cfg.attention, cfg.attn)
     return cfg
+
+
+def full_config(cfg) -> dict:
+    """``cfg.to_dict()`` with every option of the family (``attn``) and the task (``data``), those
+    left at their defaults included (the resolved config holds only the ones a preset or ``--set``
+    gave); what ``--print-config`` shows."""
+    import attention
+    import tasks
+
+    out = cfg.to_dict()
+    out["attn"] = {**attention.options(cfg.attention), **out["attn"]}
+    out["data"] = {**tasks.data_options(cfg.task), **out["data"]}
+    return out
 
 
 def workdir_name(cfg) -> str:
@@ -131,7 +146,7 @@ def _main(argv: list[str] | None, stops: stop_signals.StopSignals) -> int:
     if args.print_config:
         import json
 
-        print(json.dumps(cfg.to_dict(), indent=2, sort_keys=True))
+        print(json.dumps(full_config(cfg), indent=2, sort_keys=True))
         return 0
     sharding.initialize_distributed(args.coordinator, args.num_processes, args.process_id)
     try:
