@@ -24,6 +24,13 @@ A family is one ``flax.nnx.Module`` class in its own file in this package, regis
   ====================== ======== ===============================================================
   name                   needed   meaning
   ====================== ======== ===============================================================
+  ``display_name``       required the name its paper uses (``"Transformer"``, ``"cosFormer"``), for
+                                  figures, tables and pages; a plain string literal in the class
+                                  body, since the leaderboard reads it from the file without
+                                  importing JAX (lra/leaderboard/names.py)
+  ``kind``               required ``"2020 attention"``, ``"state space"`` or ``"2023-25 mixer"``
+                                  (the groups of the README table and the leaderboard's pages);
+                                  a string literal, like ``display_name``
   ``paper``              required citation (authors, title, venue, arXiv id) for the README table
   ``complexity``         required e.g. ``"O(L d^2)"``, for the README table
   ``subquadratic``       required True if memory grows slower than L^2 (tests/test_attention_memory.py)

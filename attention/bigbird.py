@@ -173,6 +173,8 @@ def bigbird_kernel(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array | N
 class BigBirdAttention(nnx.Module):
     """Multi-head BigBird attention: window, global first/last blocks and fixed random blocks."""
 
+    display_name = "BigBird"
+    kind = "2020 attention"
     paper = "Zaheer et al., NeurIPS 2020"
     complexity = "O(L b (5 + r) d)"
     subquadratic = True

@@ -79,6 +79,8 @@ def cosformer_kernel(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array |
 class CosFormerAttention(nnx.Module):
     """Multi-head cosFormer attention (linear in length, causal or not)."""
 
+    display_name = "cosFormer"
+    kind = "2020 attention"
     paper = "Qin et al., ICLR 2022"
     complexity = "O(L d^2)"
     subquadratic = True

@@ -45,6 +45,8 @@ def fnet_mix(x: jax.Array, mask: jax.Array | None = None) -> jax.Array:
 class FNetMixing(nnx.Module):
     """FNet's Fourier token mixing in the place of attention (no parameters)."""
 
+    display_name = "FNet"
+    kind = "2020 attention"
     paper = "Lee-Thorp et al., NAACL 2022"
     complexity = "O(L d log(L d))"
     subquadratic = True

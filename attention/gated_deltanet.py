@@ -51,6 +51,8 @@ def l2_normalise(x: jax.Array, eps: float = 1e-6) -> jax.Array:
 class GatedDeltaNet(nnx.Module):
     """The gated delta rule (DeltaNet with ``gate=False``), chunked with a per-chunk solve."""
 
+    display_name = "Gated DeltaNet"
+    kind = "2023-25 mixer"
     paper = "Yang et al., ICLR 2025; DeltaNet: Yang et al., NeurIPS 2024"
     complexity = "O(L C d + L d^2 / H)"
     subquadratic = True

@@ -62,6 +62,8 @@ VARIANTS = ("gla", "hgrn2")
 class GLA(nnx.Module):
     """Gated linear attention (vector decay over the key dimension); HGRN2 as ``variant="hgrn2"``."""
 
+    display_name = "GLA"
+    kind = "2023-25 mixer"
     paper = "Yang et al., ICML 2024; HGRN2: Qin et al., COLM 2024"
     complexity = "O(L C d + L d^2 / H)"
     subquadratic = True

@@ -75,6 +75,8 @@ def linear_kernel(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array | No
 class LinearAttention(nnx.Module):
     """Multi-head linear attention with phi = elu + 1 (linear in length, causal or not)."""
 
+    display_name = "Linear Transformer"
+    kind = "2020 attention"
     paper = "Katharopoulos et al., ICML 2020"
     complexity = "O(L d^2)"
     subquadratic = True

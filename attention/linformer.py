@@ -77,6 +77,8 @@ def linformer_kernel(q: jax.Array, k: jax.Array, v: jax.Array, e: jax.Array,
 class LinformerAttention(nnx.Module):
     """Multi-head Linformer attention (low-rank projection of keys and values along length)."""
 
+    display_name = "Linformer"
+    kind = "2020 attention"
     paper = "Wang et al., arXiv 2006.04768 (2020)"
     complexity = "O(L k d)"
     subquadratic = True

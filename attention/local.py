@@ -153,6 +153,8 @@ def _check(block_size: int, global_tokens: int) -> None:
 class LocalAttention(nnx.Module):
     """Multi-head softmax attention inside non-overlapping contiguous blocks."""
 
+    display_name = "Local Attention"
+    kind = "2020 attention"
     paper = "Tay et al., ICLR 2021 (LRA baseline)"
     complexity = "O(L b d)"
     subquadratic = True

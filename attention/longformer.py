@@ -131,6 +131,8 @@ def longformer_kernel(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array 
 class LongformerAttention(nnx.Module):
     """Multi-head Longformer attention: sliding window plus optional leading global tokens."""
 
+    display_name = "Longformer"
+    kind = "2020 attention"
     paper = "Beltagy et al., arXiv 2020 (2004.05150)"
     complexity = "O(L (w + G) d)"
     subquadratic = True

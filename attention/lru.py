@@ -59,6 +59,8 @@ def ring_init(key: jax.Array, state_size: int, r_min: float, r_max: float, max_p
 class LRU(nnx.Module):
     """Linear Recurrent Unit by associative scan, bidirectional unless causal."""
 
+    display_name = "LRU"
+    kind = "state space"
     paper = "Orvieto et al., ICML 2023"
     complexity = "O(L N d)"
     subquadratic = True

@@ -73,6 +73,8 @@ def luna_kernel(q: jax.Array, k: jax.Array, v: jax.Array, p_q: jax.Array,
 class LunaAttention(nnx.Module):
     """Multi-head Luna attention (pack X into l learned slots, unpack back to L)."""
 
+    display_name = "Luna"
+    kind = "2020 attention"
     paper = "Ma et al., NeurIPS 2021"
     complexity = "O(L l d)"
     subquadratic = True

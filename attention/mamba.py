@@ -94,6 +94,8 @@ def selective_scan(x: jax.Array, delta: jax.Array, a: jax.Array, b: jax.Array, c
 class Mamba(nnx.Module):
     """The Mamba (S6) block: selective state space with input-dependent Delta, B, C."""
 
+    display_name = "Mamba"
+    kind = "2023-25 mixer"
     paper = "Gu and Dao, arXiv 2312.00752 (2023)"
     complexity = "O(L E N)"
     subquadratic = True

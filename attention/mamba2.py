@@ -51,6 +51,8 @@ from attention._ssm import ssm_param
 class Mamba2(nnx.Module):
     """The Mamba-2 block: SSD (scalar decay per head) by the chunked kernel."""
 
+    display_name = "Mamba-2"
+    kind = "2023-25 mixer"
     paper = "Dao and Gu, ICML 2024"
     complexity = "O(L C (N + P) E / P)"
     subquadratic = True

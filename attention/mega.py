@@ -171,6 +171,8 @@ def _linear(d_in: int, d_out: int, rngs: nnx.Rngs) -> nnx.Linear:
 class Mega(nnx.Module):
     """Mega's moving-average gated attention (optionally chunked: Mega-chunk)."""
 
+    display_name = "Mega"
+    kind = "state space"
     paper = "Ma et al., ICLR 2023"
     complexity = "O(L^2 z); chunk c: O(L c z)"
     subquadratic = False  # the default is full attention; chunk_size > 0 is linear (see docstring)

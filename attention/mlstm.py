@@ -76,6 +76,8 @@ def mlstm_cell(q, k, v, log_i, log_f, *, chunk_size: int = 64) -> jax.Array:
 class MLSTM(nnx.Module):
     """xLSTM's matrix memory (exponential input gate, stabiliser, normaliser) by the chunked kernel."""
 
+    display_name = "mLSTM"
+    kind = "2023-25 mixer"
     paper = "Beck et al., NeurIPS 2024"
     complexity = "O(L C d + L d^2 / H)"
     subquadratic = True

@@ -161,6 +161,8 @@ def depthwise_conv(v: jax.Array, kernel: jax.Array) -> jax.Array:
 class NystromformerAttention(nnx.Module):
     """Multi-head Nystromformer attention with the depthwise convolution skip on v."""
 
+    display_name = "Nyströmformer"
+    kind = "2020 attention"
     paper = "Xiong et al., AAAI 2021"
     complexity = "O(L m d + m^3)"
     subquadratic = True

@@ -185,6 +185,8 @@ def performer_kernel(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array |
 class PerformerAttention(nnx.Module):
     """Multi-head Performer attention: FAVOR+ (default) or LRA's ReLU "generalized" kernel."""
 
+    display_name = "Performer"
+    kind = "2020 attention"
     paper = "Choromanski et al., ICLR 2021"
     complexity = "O(L m d)"
     subquadratic = True

@@ -153,6 +153,8 @@ def reformer_kernel(qk: jax.Array, v: jax.Array, rotations: jax.Array,
 class ReformerAttention(nnx.Module):
     """Multi-head LSH attention with shared QK (Reformer)."""
 
+    display_name = "Reformer"
+    kind = "2020 attention"
     paper = "Kitaev et al., ICLR 2020"
     complexity = "O(n_hashes L (log L + chunk) d)"
     subquadratic = True

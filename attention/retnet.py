@@ -71,6 +71,8 @@ def rotary(x: jax.Array, base: float = 10000.0) -> jax.Array:
 class RetNet(nnx.Module):
     """Multi-scale retention (fixed decay per head) by the chunked kernel."""
 
+    display_name = "RetNet"
+    kind = "2023-25 mixer"
     paper = "Sun et al., arXiv 2307.08621 (2023)"
     complexity = "O(L C d + L d^2 / H)"
     subquadratic = True

@@ -103,6 +103,8 @@ def s4d_kernel(a: jax.Array, dt: jax.Array, c: jax.Array, length: int,
 class S4D(nnx.Module):
     """Diagonal state-space convolution (S4D), bidirectional unless causal."""
 
+    display_name = "S4D"
+    kind = "state space"
     paper = "Gu et al., NeurIPS 2022"
     complexity = "O(L N d + L log L d)"
     subquadratic = True

@@ -123,6 +123,8 @@ def _stack(z: jax.Array) -> jax.Array:
 class S5(nnx.Module):
     """MIMO diagonal state space (S5) by associative scan, bidirectional unless causal."""
 
+    display_name = "S5"
+    kind = "state space"
     paper = "Smith et al., ICLR 2023"
     complexity = "O(L P d)"
     subquadratic = True

@@ -191,6 +191,8 @@ def _attend_sorted(qb: jax.Array, kb: jax.Array, vb: jax.Array, mb: jax.Array, p
 class SinkhornAttention(nnx.Module):
     """Multi-head Sparse Sinkhorn attention (block-local plus learned soft block sorting)."""
 
+    display_name = "Sinkhorn Transformer"
+    kind = "2020 attention"
     paper = "Tay et al., ICML 2020"
     complexity = "O(L b d + L^2 d / b)"
     subquadratic = True

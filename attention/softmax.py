@@ -152,6 +152,8 @@ def attend(logits: jax.Array, v: jax.Array, mask: jax.Array | None = None, *, ca
 class SoftmaxAttention(nnx.Module):
     """Multi-head softmax attention (the vanilla Transformer of LRA)."""
 
+    display_name = "Transformer"
+    kind = "2020 attention"
     paper = "Vaswani et al., NeurIPS 2017"
     complexity = "O(L^2 d)"
     subquadratic = False

@@ -161,6 +161,8 @@ def sparse_kernel(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array | No
 class SparseAttention(nnx.Module):
     """Multi-head Sparse Transformer attention (fixed or strided pattern, merged in one head)."""
 
+    display_name = "Sparse Transformer"
+    kind = "2020 attention"
     paper = "Child et al., arXiv 2019 (1904.10509)"
     complexity = "O(L (l + L c / l) d)"
     subquadratic = False  # with LRA's fixed l and c the summary set grows with L

@@ -67,6 +67,8 @@ def synthesizer_kernel(q: jax.Array | None, k: jax.Array | None, v: jax.Array,
 class SynthesizerAttention(nnx.Module):
     """Multi-head Synthesizer attention (dense, random or factorised-random synthetic logits)."""
 
+    display_name = "Synthesizer"
+    kind = "2020 attention"
     paper = "Tay et al., ICML 2021"
     complexity = "O(L^2 d)"
     subquadratic = False

@@ -11,9 +11,11 @@ this process. submitit is an optional extra (``pip install -e ".[slurm]"``), imp
 
 Each task runs ``RunCell``: ``python -m lra.run <flags>`` as a child process in its own process group,
 its output appended to ``<workdir>/sweep.log`` as with the subprocess executor. The signal SLURM sends
-before the time limit (``--signal-delay-s`` seconds before; submitit asks for USR2) reaches submitit's
-handler in the task, which calls ``RunCell.checkpoint``: it sends SIGTERM to the child (lra.run saves a
-checkpoint on SIGTERM, before and after the change that makes it exit 75), waits for it and returns
+before the time limit (``--signal-delay-s`` seconds before; submitit asks for USR2) reaches every
+process of the job step: the child lra.run, which saves a checkpoint on SIGUSR2 (the test against a
+real SLURM 22.05 sees ``SIGUSR2: checkpoint saved``), and submitit's handler in the task, which calls
+``RunCell.checkpoint``: it sends SIGTERM to the child as well (lra.run saves a checkpoint on SIGTERM
+too, before and after the change that makes it exit 75; the first signal wins), waits for it and returns
 itself as a ``DelayedSubmission``, which submitit requeues; the requeued task runs the same lra.run,
 which resumes from that checkpoint.
 

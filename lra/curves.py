@@ -1,12 +1,16 @@
 """Learning curves: one metric against training step for several runs on one figure.
 
-    python -m lra.curves WORKDIR [WORKDIR ...] [--metric val_accuracy] [--out FILE.png]
+    python -m lra.curves WORKDIR [WORKDIR ...] [--metric val_accuracy] [--out FILE.png|.svg|.pdf]
+                         [--width full|column]
 
 Each work directory's ``metrics.jsonl`` is all it reads: its first record names the run (task,
 attention, preset, seed; the legend says task/family/seed) and the others give the metric, one
 point per step. The task's chance level comes from the task registry (the task's number of
-classes C): 1/C for accuracies and ln C, the cross-entropy of a uniform guess, for losses. The PNG
-is byte-deterministic (see ``lra.leaderboard.figures``): the same files give the same bytes.
+classes C): 1/C for accuracies and ln C, the cross-entropy of a uniform guess, for losses;
+accuracies are drawn in percent. ``--out`` names the format by its suffix: ``.png``, ``.svg`` or
+``.pdf`` (vector, TrueType fonts embedded); ``--width`` is a paper's full text width (6.9 in, the
+default) or one column (3.3 in). The output is byte-deterministic (see ``lra.leaderboard.figures``):
+the same files give the same bytes.
 
 The leaderboard's own learning curves (from result files alone) are ``lra.leaderboard.curves``.
 Exit status: 0 written, 1 a work directory without usable metrics (missing, unreadable or malformed
@@ -23,7 +27,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from lra.leaderboard import figures
+from lra.leaderboard import figures, names
 from lra.leaderboard.curves import CurvesError, _chance_lines
 from lra.metrics_log import METRICS_FILE, RUN_SPLIT, read_jsonl
 
@@ -79,8 +83,22 @@ def points(records: list[dict[str, Any]], metric: str) -> tuple[list[int], list[
     return steps, [float(by_step[s]) for s in steps]
 
 
-def draw(workdirs: list[Path], metric: str) -> bytes:
-    """The PNG of ``metric`` against step for every work directory."""
+FORMATS = ("png", "svg", "pdf")
+WIDTHS = {"full": figures.FULL_WIDTH, "column": figures.COLUMN_WIDTH}
+
+
+def output_format(out: Path) -> str:
+    """The format ``--out``'s suffix names ("png", "svg" or "pdf"); any other suffix is an error."""
+    fmt = out.suffix.lower().lstrip(".")
+    if fmt not in FORMATS:
+        raise CurvesError(f"--out {out}: the suffix {out.suffix or '(none)'!r} names no format this "
+                          f"writes; end the name in .png, .svg or .pdf")
+    return fmt
+
+
+def draw(workdirs: list[Path], metric: str, fmt: str = "png", width: str = "full") -> bytes:
+    """The ``fmt`` bytes of ``metric`` against step for every work directory, at ``width``
+    ("full" or "column")."""
     series, task_names = [], []
     loaded = [(wd, *load_workdir(wd)) for wd in workdirs]
     several_presets = len({run.get("preset") for _, run, _ in loaded}) > 1
@@ -93,12 +111,17 @@ def draw(workdirs: list[Path], metric: str) -> bytes:
             split, _ = METRICS[metric]
             raise CurvesError(f"{Path(wd) / METRICS_FILE}: no {metric} yet (no {split!r} record "
                               f"holds it); choose another --metric or wait for the run to log one")
-        label = f"{run['task']}/{run['attention']}/seed {run['seed']}"
+        label = (f"{names.task_name(run['task'])}, {names.family_name(run['attention'])}, "
+                 f"seed {run['seed']}")
         series.append({"label": label + (f" ({run['preset']})" if several_presets else ""),
                        "family": run["attention"], "steps": steps, "values": values})
         task_names.append(run["task"])
-    return figures.learning_curves(series, chance=_chance_lines(task_names, metric),
-                                   title=f"{metric} against training step", ylabel=metric)["png"]
+    percent = metric.endswith("_accuracy")
+    return figures.save(
+        lambda w: figures.learning_curves(
+            series, chance=_chance_lines(task_names, metric), percent=percent, width=w,
+            title=f"{metric} against training step", ylabel=metric + (" (%)" if percent else "")),
+        fmt, WIDTHS[width])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -124,13 +147,18 @@ def _main(argv: list[str] | None) -> int:
                    help="work directories of `python -m lra.run` (each holds metrics.jsonl)")
     p.add_argument("--metric", default="val_accuracy", choices=sorted(METRICS))
     p.add_argument("--out", type=Path, default=None,
-                   help="PNG file to write (default: curves-<metric>.png here)")
+                   help="file to write, its format named by its suffix: .png, .svg or .pdf "
+                        "(default: curves-<metric>.png here)")
+    p.add_argument("--width", default="full", choices=sorted(WIDTHS),
+                   help="full: a paper's text width, 6.9 in (the default); column: one column, "
+                        "3.3 in")
     args = p.parse_args(argv)
     out = args.out or Path(f"curves-{args.metric}.png")
     try:
         check_output(out)
-        png = draw(args.workdirs, args.metric)
-        replace_file(out, png)
+        fmt = output_format(out)
+        data = draw(args.workdirs, args.metric, fmt, args.width)
+        replace_file(out, data)
     except CurvesError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
@@ -146,7 +174,8 @@ def check_output(out: Path) -> None:
     not a folder, or not writable."""
     parent = out.parent if str(out.parent) else Path(".")
     if out.is_dir():
-        raise CurvesError(f"--out {out}: is a folder; give a file name ending in .png")
+        raise CurvesError(f"--out {out}: is a folder; give a file name ending in .png, .svg or "
+                          f".pdf")
     if not parent.exists():
         raise CurvesError(f"--out {out}: the folder {parent} does not exist")
     if not parent.is_dir():

@@ -19,14 +19,16 @@ BEGIN, END = "<!-- families:begin -->", "<!-- families:end -->"
 def table() -> str:
     """This tree's families (modules of ``attention/``); an installed out-of-tree family is not
     README's to list, so installing one cannot make README stale."""
-    rows = ["| name | paper | complexity | causal | options |", "|---|---|---|---|---|"]
+    rows = ["| name | shown as | kind | paper | complexity | causal | options |",
+            "|---|---|---|---|---|---|---|"]
     for name in attention.available():
         cls = attention.family(name)
         if not cls.__module__.startswith(f"{attention.__name__}."):
             continue
         causal = "yes" if "causal" in inspect.signature(cls.__init__).parameters else "no"
         opts = ", ".join(f"`{k}={v!r}`" for k, v in attention.options(name).items()) or "—"
-        rows.append(f"| `{name}` | {getattr(cls, 'paper', '?')} | {getattr(cls, 'complexity', '?')} "
+        rows.append(f"| `{name}` | {getattr(cls, 'display_name', name)} | {getattr(cls, 'kind', '?')} "
+                    f"| {getattr(cls, 'paper', '?')} | {getattr(cls, 'complexity', '?')} "
                     f"| {causal} | {opts} |")
     return "\n".join(rows)
 

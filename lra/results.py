@@ -193,13 +193,15 @@ def build_record(config, *, overrides: list[str] | tuple[str, ...] = (), task_fa
                  history, provenance, fingerprint: dict[str, Any], examples: dict[str, int],
                  test_last: dict[str, Any], steps: int, num_params: int, params_sha256: str,
                  batch_stats_sha256: str, fusions: dict[str, Any], git: dict[str, Any],
-                 status: str) -> dict[str, Any]:
+                 status: str, tracker: dict[str, Any] | None = None) -> dict[str, Any]:
     """The result record of a finished run (format version ``FORMAT_VERSION``).
 
     ``history``: ``lra.train.History``; ``provenance``: ``tasks.Provenance``; ``fingerprint``:
     ``lra.data_fingerprint.fingerprint``; ``test_last``: the last step's test evaluation
-    {accuracy, loss, examples}; ``overrides``: the ``--set`` pairs (``config_overrides``)."""
-    return {
+    {accuracy, loss, examples}; ``overrides``: the ``--set`` pairs (``config_overrides``);
+    ``tracker``: the experiment tracker's run (``lra.tracker.Wandb.record``: name, run_id, project,
+    entity, group, tags), kept as the record's ``tracker`` field only when the run used one."""
+    record = {
         "format_version": FORMAT_VERSION,
         "task": config.task, "attention": config.attention, "preset": config.preset,
         "protocol": config.protocol, "seed": config.seed, "config": config.to_dict(),
@@ -234,6 +236,9 @@ def build_record(config, *, overrides: list[str] | tuple[str, ...] = (), task_fa
         "date": now(),
         "status": status,
     }
+    if tracker is not None:
+        record["tracker"] = dict(tracker)
+    return record
 
 
 def code_sessions(code: list[list]) -> list[dict[str, Any]]:

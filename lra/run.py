@@ -69,11 +69,20 @@ def parser() -> argparse.ArgumentParser:
                         "completed run is reported, not repeated")
     p.add_argument("--no-progress", action="store_true",
                    help="no training progress bar (generating data still shows one)")
-    p.add_argument("--print-config", action="store_true", help="print the resolved config and exit")
+    p.add_argument("--print-config", action="store_true",
+                   help="print the resolved config, every family and task option with its value "
+                        "(defaults included), and exit")
     p.add_argument("--wandb", default=None, metavar="PROJECT",
                    help="also log to Weights & Biases project PROJECT (needs `pip install wandb`; "
                         "WANDB_MODE=offline works without a network); see README 'Watching a run "
                         "learn'")
+    p.add_argument("--wandb-entity", default=None, metavar="ENTITY",
+                   help="with --wandb: the team or user that owns the project (default: wandb's "
+                        "default entity of the logged-in user)")
+    p.add_argument("--wandb-group", default=None, metavar="GROUP",
+                   help="with --wandb: the wandb group of this run (e.g. one per sweep)")
+    p.add_argument("--wandb-tags", default=None, metavar="TAG,TAG",
+                   help="with --wandb: comma-separated wandb tags")
     p.add_argument("--xla-cpu-fusions", default="auto", choices=("auto", "on", "off"),
                    help="on CPU, compile the training step with XLA's YNN library fusions (on), "
                         "without (off), or time both and keep the faster (auto, the default; a "
@@ -96,6 +105,34 @@ def resolve_config(args: argparse.Namespace):
                           overrides=args.overrides, protocol=args.protocol)
     attention.check_options(cfg.attention, cfg.attn)
     return cfg
+
+
+def wandb_options(args: argparse.Namespace):
+    """``lra.tracker.WandbOptions`` from ``--wandb`` and its companions, or None without
+    ``--wandb``; a companion without ``--wandb`` is an error (it would be silently unused)."""
+    from lra.tracker import WandbOptions, parse_tags
+
+    if not args.wandb:
+        given = [f"--wandb-{k}" for k in ("entity", "group", "tags")
+                 if getattr(args, f"wandb_{k}") is not None]
+        if given:
+            raise ValueError(f"{', '.join(given)} without --wandb PROJECT: nothing would be logged")
+        return None
+    return WandbOptions(args.wandb, entity=args.wandb_entity or None,
+                        group=args.wandb_group or None, tags=parse_tags(args.wandb_tags))
+
+
+def full_config(cfg) -> dict:
+    """``cfg.to_dict()`` with every option of the family (``attn``) and the task (``data``), those
+    left at their defaults included (the resolved config holds only the ones a preset or ``--set``
+    gave); what ``--print-config`` shows."""
+    import attention
+    import tasks
+
+    out = cfg.to_dict()
+    out["attn"] = {**attention.options(cfg.attention), **out["attn"]}
+    out["data"] = {**tasks.data_options(cfg.task), **out["data"]}
+    return out
 
 
 def workdir_name(cfg) -> str:
@@ -129,10 +166,15 @@ def _main(argv: list[str] | None, stops: stop_signals.StopSignals) -> int:
     except (config_lib.ConfigError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    try:
+        wandb = wandb_options(args)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     if args.print_config:
         import json
 
-        print(json.dumps(cfg.to_dict(), indent=2, sort_keys=True))
+        print(json.dumps(full_config(cfg), indent=2, sort_keys=True))
         return 0
     sharding.initialize_distributed(args.coordinator, args.num_processes, args.process_id)
     try:
@@ -161,7 +203,7 @@ def _main(argv: list[str] | None, stops: stop_signals.StopSignals) -> int:
         record = train_and_evaluate(cfg, workdir, data_dir=data_dir, results_dir=args.results_dir,
                                     progress=not args.no_progress, force=args.force,
                                     xla_cpu_fusions=args.xla_cpu_fusions,
-                                    overrides=args.overrides, wandb_project=args.wandb)
+                                    overrides=args.overrides, wandb=wandb)
     except (tasks.DataError, NonFiniteError, CheckpointError, DataMismatchError,
             TrackerError) as err:
         print(f"error: {one_line(err)}", file=sys.stderr)

@@ -227,6 +227,10 @@ def run_argv(cell: Cell, args: argparse.Namespace, workdir: Path) -> list[str]:
         argv += ["--set", f"{key}={value}"]
     if args.wandb:
         argv += ["--wandb", args.wandb]
+    for flag in ("entity", "group", "tags"):
+        value = getattr(args, f"wandb_{flag}", None)
+        if value is not None:
+            argv += [f"--wandb-{flag}", value]
     return argv
 
 
@@ -593,6 +597,12 @@ def parser() -> argparse.ArgumentParser:
                         "accuracy over seeds are chosen per task and family (lra/selection.py)")
     p.add_argument("--wandb", default=None, metavar="PROJECT",
                    help="passed on to every run (lra.run --wandb: also log to Weights & Biases)")
+    p.add_argument("--wandb-entity", default=None, metavar="ENTITY",
+                   help="passed on to every run (lra.run --wandb-entity)")
+    p.add_argument("--wandb-group", default=None, metavar="GROUP",
+                   help="passed on to every run (lra.run --wandb-group; e.g. one per sweep)")
+    p.add_argument("--wandb-tags", default=None, metavar="TAG,TAG",
+                   help="passed on to every run (lra.run --wandb-tags)")
     p.add_argument("--select", action="store_true",
                    help="with --grid: run nothing, print the selection from the result files "
                         "already under --results-dir (e.g. after the shards of a grid finished)")
@@ -688,6 +698,10 @@ def _main(p: argparse.ArgumentParser, argv: list[str] | None,
     try:
         if any(key == "seed" for key, _ in config_lib.parse_overrides(args.overrides)):
             raise SweepError("--set seed=... would give every cell one seed; use --seeds")
+        try:
+            run_cli.wandb_options(args)  # the flags every run gets, checked once here
+        except ValueError as err:
+            raise SweepError(str(err)) from None
         limit = None if args.allow_large_grid else MAX_CELLS
         grid = parse_grid(args.grid, args.overrides)
         if args.select and not grid:

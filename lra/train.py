@@ -290,7 +290,7 @@ def train_and_evaluate(config: Config, workdir: Path, *, data_dir: Path,
                        results_dir: Path | None = None, progress: bool = True,
                        force: bool = False, xla_cpu_fusions: str = "auto",
                        overrides: list[str] | tuple[str, ...] = (),
-                       wandb_project: str | None = None) -> dict[str, Any]:
+                       wandb: Any = None) -> dict[str, Any]:
     """Train ``config`` in ``workdir`` (resuming if it holds a checkpoint); return the result record.
 
     The result file is written under ``results_dir`` when one is given (process 0 only). A work
@@ -328,7 +328,7 @@ def train_and_evaluate(config: Config, workdir: Path, *, data_dir: Path,
             return _train(config, workdir, data_dir=data_dir, results_dir=results_dir,
                           progress=progress, opened=opened, stops=stops,
                           xla_cpu_fusions=xla_cpu_fusions, overrides=list(overrides),
-                          wandb_project=wandb_project)
+                          wandb=wandb)
         except _Stopped as stop:
             for ckpt in opened:
                 ckpt.wait()
@@ -476,7 +476,7 @@ class _Session:
 def _train(config: Config, workdir: Path, *, data_dir: Path, results_dir: Path | None,
            progress: bool, opened: list[Checkpoints], stops: stop_signals.StopSignals,
            xla_cpu_fusions: str, overrides: list[str],
-           wandb_project: str | None = None) -> dict[str, Any]:
+           wandb: Any = None) -> dict[str, Any]:
     """One training session: set up, resume, compile, the loop, then the result (``_finish``)."""
     started = time.perf_counter()
     source_commit = results.git_commit()  # the code that runs, before anything can change it
@@ -488,7 +488,7 @@ def _train(config: Config, workdir: Path, *, data_dir: Path, results_dir: Path |
     _compile(s, state, history, xla_cpu_fusions)
     _check_stop(stops, "compiled")
     state, step, status, log = _loop(s, state, history, stops, progress=progress,
-                                     wandb_project=wandb_project)
+                                     wandb=wandb)
     if status == "preempted":
         print(f"{stops.requested}: checkpoint saved at step {step} in {s.ckpt.root / 'last'}; "
               f"re-run the same command to resume", file=sys.stderr)
@@ -560,12 +560,12 @@ def _compile(s: _Session, state, history: History, xla_cpu_fusions: str) -> None
 
 
 def _loop(s: _Session, state, history: History, stops: stop_signals.StopSignals, *,
-          progress: bool, wandb_project: str | None) -> tuple[Any, int, str, MetricsLog]:
+          progress: bool, wandb: Any) -> tuple[Any, int, str, MetricsLog]:
     """Train from the state's step to ``train.num_steps``, or to the first stop signal; validate
     and checkpoint on the way. Returns (state, step, "completed" or "preempted", the open log)."""
     t, config = s.config.train, s.config
     start = int(state["step"])
-    log = _metrics_log(s, start, wandb_project)
+    log = _metrics_log(s, start, wandb)
     bar = tqdm(total=t.num_steps, initial=start, desc=f"{config.task}/{config.attention}",
                disable=not progress or jax.process_index() != 0, dynamic_ncols=True,
                mininterval=1.0, file=sys.stderr)
@@ -624,13 +624,14 @@ def _steps(s: _Session, state, history: History, stops: stop_signals.StopSignals
     return state, step, status
 
 
-def _metrics_log(s: _Session, start: int, wandb_project: str | None) -> MetricsLog:
-    """``metrics.jsonl`` and TensorBoard from ``start`` on (process 0 writes), and wandb if asked."""
+def _metrics_log(s: _Session, start: int, wandb: Any) -> MetricsLog:
+    """``metrics.jsonl`` and TensorBoard from ``start`` on (process 0 writes), and wandb if asked
+    (``wandb``: a project name or ``lra.tracker.WandbOptions``)."""
     config, tracker = s.config, None
-    if wandb_project and jax.process_index() == 0:
+    if wandb and jax.process_index() == 0:
         from lra.tracker import Wandb  # optional: only when asked for
 
-        tracker = Wandb(wandb_project, s.workdir, name=s.workdir.name, config=config.to_dict())
+        tracker = Wandb(wandb, s.workdir, name=s.workdir.name, config=config.to_dict())
     return MetricsLog(s.workdir, resume_step=start, enabled=jax.process_index() == 0,
                       run={"task": config.task, "attention": config.attention,
                            "preset": config.preset, "seed": config.seed}, tracker=tracker)
@@ -675,6 +676,7 @@ def _finish(s: _Session, state, history: History, step: int, log: MetricsLog, *,
     """Test at the last step, then the result record: ``result.json`` and the result file."""
     test_last = _evaluate(s.eval_step, state, s.rest, s.splits["test"], s.config, s.mesh)
     log.write(step, "test_at_last", test_last)
+    tracked = log.tracker.record() if log.tracker is not None else None
     log.close()
     record = results.build_record(
         s.config, overrides=overrides, task_facts=s.task.describe(), history=history,
@@ -683,7 +685,7 @@ def _finish(s: _Session, state, history: History, step: int, log: MetricsLog, *,
         test_last=test_last, steps=step, num_params=s.num_params,
         params_sha256=params_digest(state["params"]),
         batch_stats_sha256=params_digest(state["batch_stats"]), fusions=s.fusions,
-        git=git, status="completed")
+        git=git, status="completed", tracker=tracked)
     if jax.process_index() == 0:
         # result.json first, naming the result file: a run killed between the two writes finds
         # it on re-run and writes that file once (never a second result for one run).

@@ -5,7 +5,7 @@
 #     sudo scripts/slurm_local.sh            # install if needed, configure, start, check
 #     sudo scripts/slurm_local.sh stop       # stop the three daemons
 #
-# Then: LRA_SLURM_TESTS=1 python -m pytest -q tests/slurm -p no:xdist
+# Then: LRA_SLURM_TESTS=1 python -m pytest -q -n 0 tests/slurm
 set -euo pipefail
 
 STATE=${SLURM_LOCAL_STATE:-/var/spool/slurm-local}

@@ -137,6 +137,10 @@ class Task:
     """Base class: subclasses set the facts and implement ``prepare``, ``source`` and ``head``."""
 
     name: ClassVar[str]
+    # The name LRA's paper uses ("ListOps", "Path-X"), for figures, tables and pages: a string
+    # literal in the registered class's body (or a base class of the same file), which the
+    # leaderboard reads from the file without importing the task (lra/leaderboard/names.py).
+    display_name: ClassVar[str]
     vocab_size: int
     max_len: int
     num_classes: int

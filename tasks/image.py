@@ -84,6 +84,7 @@ class ImageTask(Task):
     split (0 = all; for quick runs).
     """
 
+    display_name = "Image"
     num_classes = 10
     pad_id = 0
     vocab_size = VOCAB_SIZE

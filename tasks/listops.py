@@ -177,6 +177,7 @@ class ListOpsTask(Task):
     otherwise.
     """
 
+    display_name = "ListOps"
     num_classes = 10
     pad_id = PAD_ID
     vocab_size = VOCAB_SIZE

@@ -227,6 +227,7 @@ class _PathfinderTask(Task):
 class PathfinderTask(_PathfinderTask):
     """Pathfinder: 32x32 images, 1024 pixel tokens, 2 classes (LRA's "pathfinder32_hard")."""
 
+    display_name = "Pathfinder"
     resolution = 32
 
 
@@ -234,4 +235,5 @@ class PathfinderTask(_PathfinderTask):
 class PathXTask(_PathfinderTask):
     """Path-X: 128x128 images, 16384 pixel tokens, 2 classes (LRA's "pathfinder128_hard")."""
 
+    display_name = "Path-X"
     resolution = 128

@@ -163,6 +163,7 @@ class RetrievalTask(Task):
     ``test_size``: use only the first N pairs of a split (0 = all; for quick runs).
     """
 
+    display_name = "Retrieval"
     num_classes = 2
     pad_id = 0
     vocab_size = VOCAB_SIZE

@@ -75,6 +75,7 @@ class TextTask(Task):
     for quick runs).
     """
 
+    display_name = "Text"
     num_classes = 2
     validation_is_test = True  # val and test are both IMDB's test split (see the module docstring)
     pad_id = 0

@@ -114,3 +114,17 @@ def test_out_of_memory_is_a_clear_error(tmp_path, capsys, monkeypatch, attn):
     assert "out of memory during listops/" + attn in err and "RESOURCE_EXHAUSTED" in err
     assert "Traceback" not in err and "train.grad_accum=K" in err and "model.remat=true" in err
     assert ("attn.query_chunk=512" in err) == (attn == "softmax")
+
+
+def test_print_config_shows_every_option_with_its_default(capsys):
+    """Fails on a05bdf0 (``"attn": {}`` and ``"data": {}``: defaults hidden)."""
+    import attention
+    import tasks
+
+    code = run_cli.main(["--task", "listops", "--attn", "performer", "--set", "attn.nb_features=64",
+                         "--print-config"])
+    assert code == 0
+    cfg = json.loads(capsys.readouterr().out)
+    assert cfg["attn"] == {**attention.options("performer"), "nb_features": 64}
+    assert cfg["attn"]["kernel"] == "softmax" and cfg["attn"]["redraw"] is True
+    assert cfg["data"] == tasks.data_options("listops")  # the paper preset keeps every default

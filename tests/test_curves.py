@@ -138,3 +138,21 @@ def test_leaderboard_draws_one_learning_curve_figure_per_task_and_preset(tmp_pat
     assert leaderboard.main(["--results-dir", str(results)]) == 0
     assert not (results / "figures" / "curves-listops-small.png").exists()
     assert "No result file holds an evaluation history yet" in (results / "LEADERBOARD.md").read_text()
+
+
+def test_the_out_suffix_names_the_format(workdirs, tmp_path, capsys):
+    """Fails on a05bdf0 (PNG bytes under any name)."""
+    magic = {"png": PNG, "svg": b"<?xml", "pdf": b"%PDF"}
+    for fmt, start in magic.items():
+        out = tmp_path / f"curves.{fmt}"
+        assert curves.main([*map(str, workdirs), "--out", str(out), "--width", "column"]) == 0
+        data = out.read_bytes()
+        assert data.startswith(start), fmt
+        if fmt == "pdf":
+            assert b"/Type3" not in data and b"/FontFile2" in data
+        assert curves.main([*map(str, workdirs), "--out", str(out), "--width", "column"]) == 0
+        assert out.read_bytes() == data  # deterministic in every format
+    assert curves.main([*map(str, workdirs), "--out", str(tmp_path / "curves.jpg")]) == 1
+    assert "'.jpg' names no format this writes; end the name in .png, .svg or .pdf" in \
+        capsys.readouterr().err
+    assert not (tmp_path / "curves.jpg").exists()

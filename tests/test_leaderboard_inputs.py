@@ -210,6 +210,8 @@ RUN_CASES = [  # (case, mutation, what the line says)
     ("preempted", _set("status", "preempted"), "status: 'preempted', expected 'completed'"),
     ("unknown preset", lambda r: _set("config.preset", "huge")(_set("preset", "huge")(r)),
      "the preset 'huge' of listops"),
+    ("tracker without a run id", _set("tracker", {"name": "wandb"}), "tracker.run_id: missing"),
+    ("tracker not an object", _set("tracker", "wandb"), "tracker: expected an object"),
     ("v2 without overrides", lambda r: {k: v for k, v in _v2(r).items() if k != "overrides"},
      "overrides: missing"),
     ("v2 override not in the config", lambda r: _v2(r, {"train.num_steps": 7}),
@@ -233,6 +235,17 @@ def test_a_bad_run_file_is_one_line_naming_the_field(case, mutate, expected, tmp
     runs = load.load_runs(results, lines)
     assert [r["_file"] for r in runs] == ["good.json"]
     assert len(lines) == 1 and "bad.json: " in lines[0] and expected in lines[0], lines
+
+
+def test_a_run_with_and_one_without_a_tracker_are_both_read(tmp_path):
+    results = tmp_path / "results"
+    _write(results, "plain", _good())
+    tracked = {**_good(), "seed": 1, "config": preset_config("listops", "softmax", "small", 1),
+               "tracker": {"name": "wandb", "run_id": "0123abcd", "project": "p", "entity": None,
+                           "group": None, "tags": []}}
+    _write(results, "tracked", tracked)
+    skipped = []
+    assert len(load.load_runs(results, skipped)) == 2 and skipped == []
 
 
 def test_a_v2_preset_run_and_a_good_v1_run_are_both_read(tmp_path):

@@ -4,13 +4,16 @@ package is one line (lra/tracker.py)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
 import pytest
 from helpers import SMALL_LISTOPS, cli_env
 
-from lra import tracker
+from lra import run as run_cli
+from lra import sweep, tracker
+from lra.leaderboard import load
 
 
 def test_without_wandb_the_flag_is_one_clear_error(tmp_path, monkeypatch):
@@ -26,6 +29,7 @@ def test_offline_run_logs_the_scalars_the_summary_and_the_config(tmp_path):
     cmd = [sys.executable, "-m", "lra.run", "--task", "listops", "--attn", "softmax",
            "--preset", "tiny", "--data-dir", str(tmp_path / "data"), "--workdir", str(work),
            "--results-dir", str(tmp_path / "res"), "--no-progress", "--wandb", "lra-tests",
+           "--wandb-entity", "a-lab", "--wandb-group", "sweep-7", "--wandb-tags", "lra,ci",
            *SMALL_LISTOPS, "--set", "train.num_steps=4", "--set", "train.eval_every=2",
            "--set", "train.log_every=1"]
     env = cli_env(WANDB_MODE="offline", WANDB_SILENT="true", WANDB_DIR=str(tmp_path))
@@ -35,8 +39,15 @@ def test_offline_run_logs_the_scalars_the_summary_and_the_config(tmp_path):
     (log,) = (work / "wandb").glob(f"offline-run-*-{run_id}/run-{run_id}.wandb")
     data = log.read_bytes()  # protobuf records: the keys are stored as plain strings
     for key in (b"train/loss", b"train/lr", b"train/grad_norm", b"val/accuracy", b"val/loss",
-                b"test_at_last/accuracy", b"test_at_best_val/accuracy", b"num_layers"):
+                b"test_at_last/accuracy", b"test_at_best_val/accuracy", b"num_layers",
+                b"sweep-7", b"a-lab", b"ci"):
         assert key in data, key
+    # the result file leads back to the wandb run (fails on a05bdf0: no tracker field)
+    (result,) = (tmp_path / "res" / "runs").glob("*.json")
+    assert json.loads(result.read_text())["tracker"] == {
+        "name": "wandb", "run_id": run_id, "project": "lra-tests", "entity": "a-lab",
+        "group": "sweep-7", "tags": ["lra", "ci"]}
+    load.check_run(json.loads(result.read_text()))
 
 
 def test_a_resumed_run_keeps_its_wandb_id(tmp_path, monkeypatch):
@@ -52,3 +63,47 @@ def test_a_resumed_run_keeps_its_wandb_id(tmp_path, monkeypatch):
     tracker.Wandb("p", tmp_path, name="n", config={})
     tracker.Wandb("p", tmp_path, name="n", config={})
     assert len(seen) == 2 and seen[0] == seen[1] and (tmp_path / tracker.ID_FILE).exists()
+
+
+def test_entity_group_and_tags_reach_wandb_init_and_the_record(tmp_path, monkeypatch):
+    seen = []
+
+    class FakeWandb:  # the offline test above runs the real wandb; here only what init is given
+        @staticmethod
+        def init(**kwargs):
+            seen.append(kwargs)
+            return object()
+
+    monkeypatch.setitem(sys.modules, "wandb", FakeWandb)
+    options = tracker.WandbOptions("p", entity="lab", group="g", tags=("a", "b"))
+    run = tracker.Wandb(options, tmp_path, name="n", config={})
+    assert {k: seen[0][k] for k in ("project", "entity", "group", "tags")} == {
+        "project": "p", "entity": "lab", "group": "g", "tags": ["a", "b"]}
+    assert run.record() == {"name": "wandb", "run_id": run.run_id, "project": "p",
+                            "entity": "lab", "group": "g", "tags": ["a", "b"]}
+
+
+def test_tags_are_split_and_wandb_companions_need_wandb(capsys):
+    assert tracker.parse_tags(" a, b,,c ") == ("a", "b", "c")
+    with pytest.raises(ValueError, match="longer than 64"):
+        tracker.parse_tags("x" * 65)
+    code = run_cli.main(["--task", "listops", "--attn", "softmax", "--wandb-group", "g",
+                         "--print-config"])
+    assert code == 2
+    assert "--wandb-group without --wandb PROJECT" in capsys.readouterr().err
+
+
+def test_the_sweep_passes_the_wandb_flags_to_every_run(tmp_path, capsys):
+    args = ["--task", "listops", "--attn", "softmax", "--preset", "tiny", "--seeds", "0,1",
+            "--workdirs", str(tmp_path / "wd"), "--results-dir", str(tmp_path / "res"),
+            "--wandb", "proj", "--wandb-entity", "lab", "--wandb-group", "g1",
+            "--wandb-tags", "a,b", "--list"]
+    assert sweep.main(args) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2
+    for line in lines:
+        parsed = run_cli.parser().parse_args(line.split()[3:])
+        assert (parsed.wandb, parsed.wandb_entity, parsed.wandb_group, parsed.wandb_tags) == \
+            ("proj", "lab", "g1", "a,b")
+    assert sweep.main(args[:-9] + ["--wandb-tags", "a", "--list"]) == 2
+    assert "--wandb-tags without --wandb PROJECT" in capsys.readouterr().err

@@ -8,7 +8,7 @@ from collections import defaultdict
 from typing import Any
 
 import tasks
-from lra.leaderboard import figures
+from lra.leaderboard import figures, names
 
 FIGURE_PREFIX = "curves-"
 FIGURES_DIR = "figures"
@@ -54,8 +54,9 @@ def family_band(family: str, histories: list[dict[str, list]]) -> dict[str, Any]
 
 
 def leaderboard_section(runs: list[dict[str, Any]]) -> tuple[list[str], dict[str, bytes]]:
-    """Markdown lines and {figure file: bytes} (PNG, SVG, PDF): validation accuracy per (task, preset),
-    from the preset runs (``_diff`` empty) only."""
+    """Markdown lines and {figure file: bytes} (PNG, SVG, PDF at full width; SVG, PDF in one column,
+    ``figures.SIZES``): validation accuracy per (task, preset), from the preset runs (``_diff``
+    empty) only."""
     groups: dict[tuple[str, str], list[dict]] = defaultdict(list)
     for r in runs:
         if not r.get("_diff"):
@@ -69,17 +70,20 @@ def leaderboard_section(runs: list[dict[str, Any]]) -> tuple[list[str], dict[str
             continue
         devices = {(r["device"]["kind"], r["device"]["count"]) for r in drawn}
         by_family: dict[str, list[dict]] = defaultdict(list)
+        shown: dict[str, str] = {}  # panel key -> its title: the paper's name of the family
         for r in drawn:
             where = f" ({r['device']['kind']} x{r['device']['count']})" if len(devices) > 1 else ""
             by_family[r["attention"] + where].append(r["eval_history"])
-        panels = [family_band(name, by_family[name])
-                  for name in sorted(by_family, key=lambda n: (not n.startswith("softmax"), n))]
+            shown[r["attention"] + where] = names.family_name(r["attention"]) + where
+        panels = [{**family_band(name, by_family[name]), "title": shown[name]}
+                  for name in sorted(by_family, key=lambda n: (not n.startswith("softmax"),
+                                                               shown[n].lower()))]
         stem = f"{FIGURE_PREFIX}{figures.slug(task)}-{figures.slug(preset)}"
         drawn_figure = figures.family_curves(
             panels, chance=_chance_lines([task], "val_accuracy"),
-            title=f"Validation accuracy during training: {task}, preset {preset}",
-            ylabel="validation accuracy")
-        figs.update({f"{stem}.{fmt}": data for fmt, data in drawn_figure.items()})
+            title=f"Validation accuracy during training: {names.task_name(task)}, preset {preset}",
+            ylabel="validation accuracy (%)")
+        figs.update({f"{stem}{suffix}": data for suffix, data in drawn_figure.items()})
         name = f"{stem}.png"
         left_out = len(group) - len(drawn)
         lines += [f"### `{task}`, preset `{preset}`", "",

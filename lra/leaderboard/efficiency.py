@@ -8,7 +8,7 @@ from collections import defaultdict
 from typing import Any
 
 from lra.bench.efficiency import loglog_slope
-from lra.leaderboard import figures
+from lra.leaderboard import figures, names
 from lra.leaderboard.accuracy import HEADLINE
 from lra.leaderboard.cells import md_table
 from lra.leaderboard.load import bench_device_label
@@ -209,31 +209,25 @@ def _figures(ok: dict[tuple[str, int], dict[str, Any]], runs: list[dict[str, Any
                   for n in lengths if (a, n) in ok] for a in families}
     series = {a: pts for a, pts in series.items() if pts}
     setting = f"{task} model, batch {batch}, {dtype}, {device}"
+    shown = f"{names.task_name(task)} model, batch {batch}, {dtype}, {device}"  # in the figures
     if series:
         name = f"{stem}-scaling.png"
-        drawn = figures.scaling_curves(series, title=f"Scaling with length: {setting}")
-        figs.update({f"{stem}-scaling.{fmt}": data for fmt, data in drawn.items()})
+        drawn = figures.scaling_curves(series, title=f"Scaling with length: {shown}")
+        figs.update({f"{stem}-scaling{suffix}": data for suffix, data in drawn.items()})
         lines += [f"![time and memory against length, {setting}]({FIGURES_DIR}/{name})", ""]
-    at = _common_length(ok, families, lengths)
-    acc = _accuracy_by_family(runs, families)
-    if at is None or acc is None:
+    bubble = bubble_points(ok, runs, families, lengths)
+    if bubble is None:
         lines += ["Bubble chart: needs softmax measured here and accuracy result files in `runs/`.", ""]
         return lines, figs
-    preset, tasks, accuracy = acc
-    points = [{"name": a, "x": ok[(a, at)]["speed_vs_softmax"], "y": accuracy[a],
-               "memory": ok[(a, at)]["memory"]["bytes"]}
-              for a in families if a in accuracy and (a, at) in ok and ok[(a, at)].get("speed_vs_softmax")]
+    at, preset, tasks, points = bubble
     if not points:
         lines += ["Bubble chart: no family has both accuracy runs and a measurement here.", ""]
         return lines, figs
     over = ", ".join(tasks) if tasks else "each family's own tasks"
     left_out = [a for a in families if a not in {p["name"] for p in points}]
     name = f"{stem}-bubble.png"
-    drawn = figures.bubble_chart(
-        points, title=f"Speed, accuracy and memory at length {at}: {setting}",
-        xlabel=f"steps/s relative to softmax at length {at}",
-        ylabel=f"mean test accuracy at the last step (%), preset {preset}, over {over}")
-    figs.update({f"{stem}-bubble.{fmt}": data for fmt, data in drawn.items()})
+    drawn = figures.bubble_chart(points, **bubble_labels(key, at, preset, tasks))
+    figs.update({f"{stem}-bubble{suffix}": data for suffix, data in drawn.items()})
     lines += [f"![speed vs accuracy, bubble area = memory, {setting}]({FIGURES_DIR}/{name})", "",
               f"Bubble chart: x = speed relative to softmax at length {at}, y = mean test accuracy at "
               f"the last step over seeds (preset `{preset}`, over {over}), bubble area = "
@@ -242,3 +236,28 @@ def _figures(ok: dict[tuple[str, int], dict[str, Any]], runs: list[dict[str, Any
                  if left_out else ""), ""]
     return lines, figs
 
+
+
+def bubble_points(ok: dict[tuple[str, int], dict[str, Any]], runs: list[dict[str, Any]],
+                  families: list[str], lengths: list[int]):
+    """The bubble chart's data of one bench file: (length, preset, tasks or None, [{"name", "x",
+    "y", "memory"}]), or None without softmax measured or without accuracy runs."""
+    at = _common_length(ok, families, lengths)
+    acc = _accuracy_by_family(runs, families)
+    if at is None or acc is None:
+        return None
+    preset, tasks, accuracy = acc
+    points = [{"name": a, "x": ok[(a, at)]["speed_vs_softmax"], "y": accuracy[a],
+               "memory": ok[(a, at)]["memory"]["bytes"]}
+              for a in families if a in accuracy and (a, at) in ok and ok[(a, at)].get("speed_vs_softmax")]
+    return at, preset, tasks, points
+
+
+def bubble_labels(key: tuple, at: int, preset: str, tasks: list[str] | None) -> dict[str, str]:
+    """The bubble chart's title and axis labels, in the names of the papers."""
+    device, task, batch, dtype = key
+    over = ", ".join(names.task_name(t) for t in tasks) if tasks else "each family's own tasks"
+    return {"title": f"Speed, accuracy and memory at length {at}: {names.task_name(task)} model, "
+                     f"batch {batch}, {dtype}, {device}",
+            "xlabel": f"steps/s relative to the {names.family_name('softmax')} at length {at}",
+            "ylabel": f"mean test accuracy at the last step (%), preset {preset}, over {over}"}

@@ -248,6 +248,7 @@ def check_run(record: Any) -> None:
     _need(record, "git", "object")
     _need(record, "git.commit", "str")
     _date(record)
+    _check_tracker(record)
     status = record.get("status", "completed")
     if status != "completed":
         raise ResultFileError(f"status: {status!r}, expected 'completed'")
@@ -256,6 +257,16 @@ def check_run(record: Any) -> None:
                               f"({record.get('protocol', 'lra')} protocol) cannot be resolved here "
                               f"(no configs/{record['task']}.py, or an unknown preset): its cell is "
                               f"unknown")
+
+
+def _check_tracker(record: dict[str, Any]) -> None:
+    """``tracker`` (optional; files of runs without an experiment tracker have none): the tracker's
+    name and run id (``lra.tracker.Wandb.record``)."""
+    if "tracker" not in record:
+        return
+    _need(record, "tracker", "object")
+    _need(record, "tracker.name", "str")
+    _need(record, "tracker.run_id", "str")
 
 
 def _read_json(path: Path) -> Any:

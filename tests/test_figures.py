@@ -1,0 +1,155 @@
+"""The leaderboard's figures for a paper (lra/leaderboard/figures.py): TrueType fonts in the PDFs,
+both widths, distinct series, labels and titles that do not collide, on the committed results."""
+
+import itertools
+from pathlib import Path
+
+import matplotlib
+import pytest
+from matplotlib.text import Text
+
+from lra.leaderboard import curves, efficiency, figures, names
+from lra.leaderboard.load import (
+    bench_device_label,
+    load_efficiency,
+    load_runs,
+    newest_per_seed,
+    protocol,
+)
+
+RESULTS = Path(__file__).resolve().parents[1] / "results"
+
+
+def _committed_runs():
+    runs, _ = newest_per_seed(load_runs(RESULTS, []))
+    return [r for r in runs if protocol(r) == "lra" and not r.get("_diff")]
+
+
+def _committed_bubbles():
+    """(key, at, preset, tasks, points) of the latest bench file of each setting in results/."""
+    runs = _committed_runs()
+    latest = {}
+    for rec in sorted(load_efficiency(RESULTS, []), key=lambda r: (r["date"], r["_file"])):
+        latest[(bench_device_label(rec), rec["task"], rec["batch"], rec["dtype"])] = rec
+    out = []
+    for key, rec in sorted(latest.items()):
+        lengths = sorted({r["length"] for r in rec["results"]})
+        ok = {(r["attention"], r["length"]): r for r in rec["results"] if r["status"] == "ok"}
+        bubble = efficiency.bubble_points(
+            ok, runs, efficiency.family_order({r["attention"] for r in rec["results"]}), lengths)
+        if bubble is not None and bubble[3]:
+            out.append((key, *bubble))
+    return out
+
+
+def _drawn(draw, width):
+    """``draw(width)`` under the figures' rc settings, with its renderer (a draw lays it out)."""
+    with matplotlib.rc_context({**figures.RC, "font.size": figures.font_size(width)}):
+        fig = draw(width)
+        fig.canvas.draw()
+        return fig, fig.canvas.get_renderer()
+
+
+def _boxes_overlap(a, b):
+    return a.x0 < b.x1 and b.x0 < a.x1 and a.y0 < b.y1 and b.y0 < a.y1
+
+
+def test_every_pdf_embeds_truetype_fonts_and_both_widths_are_written():
+    """Fails on a05bdf0 (Type 3 fonts, one 8.5 in figure)."""
+    points = [{"name": "softmax", "x": 1.0, "y": 36.0, "memory": 2**30},
+              {"name": "cosformer", "x": 3.0, "y": 35.0, "memory": 2**28}]
+    drawn = figures.bubble_chart(points, title="t", xlabel="x", ylabel="y")
+    assert sorted(drawn) == ["-onecolumn.pdf", "-onecolumn.svg", ".pdf", ".png", ".svg"]
+    for suffix in (".pdf", "-onecolumn.pdf"):
+        pdf = drawn[suffix]
+        assert pdf.startswith(b"%PDF") and b"/Type3" not in pdf and b"/FontType 3" not in pdf
+        assert b"/FontFile2" in pdf  # an embedded TrueType program
+    # the page is the width asked for (points), at both sizes
+    for suffix, width in ((".pdf", figures.FULL_WIDTH), ("-onecolumn.pdf", figures.COLUMN_WIDTH)):
+        box = drawn[suffix].split(b"/MediaBox [", 1)[1].split(b"]", 1)[0].split()
+        assert float(box[2]) == pytest.approx(72 * width)
+    assert drawn == figures.bubble_chart(points, title="t", xlabel="x", ylabel="y")
+
+
+def test_thirty_series_get_thirty_colour_and_marker_pairs_and_keep_them():
+    fams = sorted(names.declared("attention")) + [f"extra{i}" for i in range(5)]
+    assert len(fams) >= 30
+    st = figures.style(fams)
+    pairs = {(tuple(s["color"]) if not isinstance(s["color"], str) else s["color"], s["marker"])
+             for s in st.values()}
+    assert len(pairs) == len(fams)
+    assert figures.style(["softmax", "linear"])["linear"] == st["linear"]  # the same in every figure
+
+
+@pytest.mark.slow
+def test_bubble_labels_do_not_overlap_on_the_committed_results():
+    """Fails on a05bdf0 (labels beside each bubble overlapped: softmax, sparse, longformer, ...)."""
+    bubbles = _committed_bubbles()
+    assert bubbles, "results/ has no bubble chart"
+    for key, at, preset, tasks, points in bubbles:
+        for width in (figures.FULL_WIDTH, figures.COLUMN_WIDTH):
+            labels_of = efficiency.bubble_labels(key, at, preset, tasks)
+            fig, renderer = _drawn(
+                lambda w, pts=points, lab=labels_of: figures.bubble_figure(pts, width=w, **lab),
+                width)
+            (ax,) = fig.axes
+            labels = [t for t in ax.texts if t.get_gid() == figures.LABEL_GID]
+            assert sorted(t.get_text() for t in labels) == sorted(
+                names.family_name(p["name"]) for p in points)
+            # the text's own box (an annotation's box would include its leader line)
+            boxes = [Text.get_window_extent(t, renderer) for t in labels]
+            frame = ax.get_window_extent(renderer)
+            for (a, ta), (b, tb) in itertools.combinations(zip(boxes, labels), 2):
+                assert not _boxes_overlap(a, b), (key, width, ta.get_text(), tb.get_text())
+            for box, t in zip(boxes, labels):
+                assert frame.x0 <= box.x0 and box.x1 <= frame.x1 + 1, (key, width, t.get_text())
+                assert frame.y0 <= box.y0 and box.y1 <= frame.y1 + 1, (key, width, t.get_text())
+
+
+def _committed_panels(task="listops"):
+    runs = [r for r in _committed_runs() if r["task"] == task and r.get("eval_history")]
+    by_family = {}
+    for r in runs:
+        by_family.setdefault(r["attention"], []).append(r["eval_history"])
+    return [{**curves.family_band(name, hist), "title": names.family_name(name)}
+            for name, hist in sorted(by_family.items())]
+
+
+@pytest.mark.slow
+def test_titles_do_not_overlap_in_the_learning_curves_on_the_committed_results():
+    """Fails on a05bdf0 (the suptitle ran over two panel titles)."""
+    panels = _committed_panels()
+    assert len(panels) >= 20
+    chance = curves._chance_lines(["listops"], "val_accuracy")
+    for width in (figures.FULL_WIDTH, figures.COLUMN_WIDTH):
+        fig, renderer = _drawn(lambda w: figures.family_figure(
+            panels, chance=chance, width=w, ylabel="validation accuracy (%)",
+            title="Validation accuracy during training: ListOps, preset small"), width)
+        sup = fig._suptitle.get_window_extent(renderer)
+        titled = [ax for ax in fig.axes if ax.get_visible()]
+        titles = [ax.title.get_window_extent(renderer) for ax in titled]
+        assert fig.bbox.x0 <= sup.x0 and sup.x1 <= fig.bbox.x1 and sup.y1 <= fig.bbox.y1
+        for box in titles:
+            assert not _boxes_overlap(sup, box), width
+        for a, b in itertools.combinations(titles, 2):
+            assert not _boxes_overlap(a, b), width
+        for ax, box in zip(titled, titles):  # a title clears every other panel
+            for other in titled:
+                if other is not ax:
+                    assert not _boxes_overlap(box, other.get_window_extent(renderer)), width
+        # accuracy in percent, like the tables
+        _, high = titled[0].get_ylim()
+        assert high > 5
+
+
+def test_scaling_chart_has_one_legend_in_paper_names():
+    series = {"softmax": [(512, 0.1, 2**28), (1024, 0.4, 2**30)],
+              "cosformer": [(512, 0.05, 2**27), (1024, 0.1, 2**28)]}
+    fig, renderer = _drawn(lambda w: figures.scaling_figure(series, title="t", width=w),
+                           figures.COLUMN_WIDTH)
+    (legend,) = fig.legends
+    assert [t.get_text() for t in legend.get_texts()] == ["Transformer (2.00, 2.00)",
+                                                          "cosFormer (1.00, 1.00)"]
+    sup = fig._suptitle.get_window_extent(renderer)
+    for ax in fig.axes:
+        assert not _boxes_overlap(sup, ax.get_tightbbox(renderer))
