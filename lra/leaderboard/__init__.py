@@ -7,8 +7,10 @@ It imports no JAX (a test checks it): tables can be rebuilt on any machine that 
 ``load`` reads and checks run, bench and peers files, ``identity`` decides which cell a run belongs
 to (its config against its preset's), ``cells`` computes a cell's statistics and markers,
 ``accuracy``, ``efficiency``, ``peers``, ``curves`` and ``reference`` each build one section,
-``export`` writes the accuracy cells as CSV and LaTeX, ``figures`` draws the figures, ``published``
-holds the published numbers, and ``build`` puts the outputs together (``build``, ``render`` and
+``export`` writes the accuracy cells as CSV and LaTeX, ``figures`` draws the figures, ``site``
+writes the web page from the same cells (``browser`` drives a headless chromium for its test and
+screenshots; ``names`` gives display names and kinds), ``published`` holds the published numbers,
+and ``build`` puts the outputs together (``build``, ``render`` and
 ``main`` are re-exported here).
 """
 

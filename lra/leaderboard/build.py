@@ -1,7 +1,8 @@
-"""Rebuild ``<results-dir>/LEADERBOARD.md``, ``leaderboard.csv``, ``leaderboard.tex`` and the figures
-from the result files alone.
+"""Rebuild ``<results-dir>/LEADERBOARD.md``, ``leaderboard.csv``, ``leaderboard.tex``, the figures
+and the web page (``site/index.html``, ``site.py``) from the result files alone.
 
-    python -m lra.leaderboard [--results-dir results] [--strict]
+    python -m lra.leaderboard [--results-dir results] [--strict] [--html DIR | --no-html]
+                              [--screenshot PATH [--screenshot-size WxH] [--screenshot-anchor A]]
 
 Measured runs (``runs/*.json``) are grouped by preset and device; each cell is the mean ± sample
 standard deviation of test accuracy over seeds (n in brackets). The headline table is test accuracy
@@ -17,13 +18,15 @@ give the same bytes, figures included.
 from __future__ import annotations
 
 import argparse
+import os
+import re
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from lra import atomic, stop_signals
-from lra.leaderboard import curves, reader
+from lra.leaderboard import browser, curves, reader
 from lra.leaderboard.accuracy import MODERN_HEADLINE_AND_SECOND, accuracy_section
 from lra.leaderboard.efficiency import FIGURE_PREFIX, FIGURES_DIR, efficiency_section
 from lra.leaderboard.export import to_csv, to_tex
@@ -40,16 +43,17 @@ from lra.leaderboard.reference import (
     published_modern_section,
     published_section,
 )
+from lra.leaderboard.site import INDEX, site_files
 from lra.results import RESULTS_DIR_HELP, default_results_dir
 
+SITE_DIR = "site"  # the web page's folder, beside the Markdown
 CSV_FILE = "leaderboard.csv"
 TEX_FILE = "leaderboard.tex"
 
 
-def _peers_lines(results_dir: Path, skipped: list[str] | None) -> list[str]:
-    """The "vs best peer" section from the valid peers files only (``peers_section`` reads a
+def _peers_lines(results_dir: Path, valid: list[Path]) -> list[str]:
+    """The "vs best peer" section of the peers files ``valid`` only (``peers_section`` reads a
     folder: it is given one that holds links to those)."""
-    valid = load_peers(results_dir, skipped)
     every = sorted((Path(results_dir) / "efficiency").glob(PEERS_PATTERN))
     if valid == every:
         return peers_section(results_dir)
@@ -60,9 +64,12 @@ def _peers_lines(results_dir: Path, skipped: list[str] | None) -> list[str]:
         return peers_section(Path(tmp))
 
 
-def build_all(results_dir: Path, skipped: list[str] | None = None) -> dict[str, Any]:
+def build_all(results_dir: Path, skipped: list[str] | None = None, *,
+              results_href: str = "..") -> dict[str, Any]:
     """Every output: {"markdown": str, "figures": {file under figures/: bytes}, "csv": str,
-    "tex": str}. Invalid files are listed in ``skipped`` (an error if it is None)."""
+    "tex": str, "site": {file under the site folder: bytes}}. Invalid files are listed in
+    ``skipped`` (an error if it is None). ``results_href``: ``results_dir`` relative to the site
+    folder (the page links the run files)."""
     result_set = reader.read(results_dir, strict=skipped is None)
     if skipped is not None:
         skipped.extend(result_set.skipped)
@@ -98,7 +105,8 @@ def build_all(results_dir: Path, skipped: list[str] | None = None) -> dict[str, 
     eff_lines, figs = efficiency_section(bench, runs)
     figs.update(curve_figs)
     lines += eff_lines
-    lines += _peers_lines(results_dir, skipped)
+    peers_files = load_peers(results_dir, skipped)
+    lines += _peers_lines(results_dir, peers_files)
     lines += ["## Published reference rows (not measured here)", ""]
     lines += published_section()
     lines += ["## Published reference rows, modern protocol (not measured here)", ""]
@@ -108,8 +116,12 @@ def build_all(results_dir: Path, skipped: list[str] | None = None) -> dict[str, 
               f"The accuracy cells above, also as `{CSV_FILE}` (one row per cell) and `{TEX_FILE}` "
               "(booktabs tables); every figure also as SVG and PDF under `figures/` (README \"Tables "
               "and figures for a paper\").", ""]
+    newest_peers = ((peers_files[-1].name, _peers_lines(results_dir, peers_files[-1:]))
+                    if peers_files else None)
+    page = site_files(cells, all_runs, bench, newest_peers, [p.name for p in peers_files[:-1]],
+                      results_href=results_href)
     return {"markdown": "\n".join(lines).rstrip() + "\n", "figures": figs, "csv": to_csv(cells),
-            "tex": to_tex(cells)}
+            "tex": to_tex(cells), "site": page}
 
 
 def build(results_dir: Path, skipped: list[str] | None = None) -> tuple[str, dict[str, bytes]]:
@@ -149,7 +161,21 @@ def _main(argv: list[str] | None) -> int:
     p.add_argument("--strict", action="store_true",
                    help="fail (exit 1, nothing written) if any result file is invalid, instead of "
                         "skipping it with a warning")
+    p.add_argument("--html", type=Path, default=None, metavar="DIR",
+                   help=f"write the web page into DIR (default: {SITE_DIR}/ beside the Markdown)")
+    p.add_argument("--no-html", action="store_true", help="write no web page")
+    p.add_argument("--screenshot", type=Path, default=None, metavar="PATH",
+                   help="then take a PNG of the page with a headless chromium")
+    p.add_argument("--screenshot-size", default="1280x800", metavar="WxH",
+                   help="the window of --screenshot (default 1280x800; a phone: 390x844)")
+    p.add_argument("--screenshot-anchor", default="", metavar="ANCHOR",
+                   help="the view or cell --screenshot shows, e.g. lra/small/listops/softmax")
     args = p.parse_args(argv)
+    if args.no_html and (args.html or args.screenshot):
+        p.error("--no-html writes no page: --html and --screenshot need one")
+    size = re.fullmatch(r"(\d+)x(\d+)", args.screenshot_size)
+    if not size:
+        p.error(f"--screenshot-size: expected WIDTHxHEIGHT like 1280x800, got {args.screenshot_size!r}")
     if not args.results_dir.is_dir():
         missing = not args.results_dir.exists()
         print(f"error: --results-dir {args.results_dir} is not a folder"
@@ -157,9 +183,12 @@ def _main(argv: list[str] | None) -> int:
                  "); the project's reference table: python -m lra.leaderboard --results-dir "
                  "results" if missing else ""), file=sys.stderr)
         return 1
+    html_dir = None if args.no_html else (args.html or args.results_dir / SITE_DIR)
+    href = ".." if html_dir is None else Path(os.path.relpath(args.results_dir.resolve(),
+                                                             html_dir.resolve())).as_posix()
     skipped: list[str] = []
     try:
-        out = build_all(args.results_dir, skipped)
+        out = build_all(args.results_dir, skipped, results_href=href)
     except ResultFileError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
@@ -171,18 +200,27 @@ def _main(argv: list[str] | None) -> int:
         return 1
     try:
         stop_signals.test_hook("write")
-        written = write(args.results_dir, out)
+        written = write(args.results_dir, out, html_dir)
     except OSError as err:
         print(f"error: cannot write the leaderboard under {args.results_dir}: "
               f"{err.strerror or err} ({err.filename or args.results_dir})", file=sys.stderr)
         return 1
     print(f"wrote {written}")
+    if args.screenshot:
+        try:
+            browser.screenshot(html_dir / INDEX, args.screenshot, (int(size[1]), int(size[2])),
+                               anchor=args.screenshot_anchor)
+        except browser.BrowserError as err:
+            print(f"error: --screenshot: {err}", file=sys.stderr)
+            return 1
+        print(f"wrote {args.screenshot}")
     return 0
 
 
-def write(results_dir: Path, out: dict[str, Any]) -> str:
-    """Write every output under ``results_dir``; remove the figures this tool made before that it
-    no longer makes. Returns what was written, in words."""
+def write(results_dir: Path, out: dict[str, Any], html_dir: Path | None = None) -> str:
+    """Write every output under ``results_dir`` and the web page into ``html_dir`` (none where it
+    is None); remove the figures this tool made before that it no longer makes. Returns what was
+    written, in words."""
     figs = out["figures"]
     fig_dir = results_dir / FIGURES_DIR
     made_before = [p for prefix in (FIGURE_PREFIX, curves.FIGURE_PREFIX)
@@ -198,5 +236,11 @@ def write(results_dir: Path, out: dict[str, Any]) -> str:
     replace_file(results_dir / TEX_FILE, out["tex"].encode())
     page = results_dir / "LEADERBOARD.md"
     replace_file(page, out["markdown"].encode())
-    return (f"{page}, {CSV_FILE}, {TEX_FILE}"
+    site = ""
+    if html_dir is not None and out.get("site"):
+        for name, data in out["site"].items():
+            (html_dir / name).parent.mkdir(parents=True, exist_ok=True)
+            replace_file(html_dir / name, data)
+        site = f", the web page {html_dir / INDEX}"
+    return (f"{page}, {CSV_FILE}, {TEX_FILE}{site}"
             + (f" and {len(figs)} figures in {fig_dir}" if figs else ""))
