@@ -84,7 +84,9 @@ __all__ = ["UnknownAttentionError", "available", "build", "family", "options", "
 ENTRY_POINT_GROUP = "lra.attention"
 
 # The arguments every family receives from the encoder; anything else is a family option.
-COMMON_ARGS = ("dim", "num_heads", "qkv_dim", "causal", "max_len", "dropout", "rngs")
+# ``layers_held``: how many layers' activations the backward pass holds at once (the encoder's depth,
+# or 1 under ``model.remat``), for a family that sizes its memory by it (softmax on GPU).
+COMMON_ARGS = ("dim", "num_heads", "qkv_dim", "causal", "max_len", "dropout", "rngs", "layers_held")
 
 class UnknownAttentionError(UnknownNameError):
     """Raised for a name that no family registered; the message lists the valid names."""
@@ -130,7 +132,8 @@ def build(name: str, **kwargs: Any):
     """Instantiate family ``name``; keyword arguments it does not take are ignored.
 
     The encoder builds every family with the same call (dim, num_heads, qkv_dim, causal, max_len,
-    dropout, rngs, plus user options); a family that needs no ``max_len`` simply does not declare it.
+    dropout, rngs, layers_held, plus user options); a family that needs no ``max_len`` simply does
+    not declare it.
     Validate user-facing options with ``check_options`` first so that typos fail loudly.
     """
     cls = family(name)

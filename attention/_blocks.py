@@ -53,6 +53,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from attention import _platform
 from attention._projections import dropout_probs
 
 MASKED_LOGIT = -1e30
@@ -174,7 +175,7 @@ def head_groups(num_heads: int, platform: str | None = None) -> int:
     accelerator one batched matmul already fills the device. The values do not depend on the
     grouping.
     """
-    if (platform or jax.default_backend()) != "cpu":
+    if (platform or _platform.platform()) != "cpu":
         return 1
     return 2 if num_heads % 2 == 0 else 1
 

@@ -13,6 +13,7 @@ import functools
 import jax
 import jax.numpy as jnp
 
+from attention import _platform
 from attention._causal_scan_pallas import pallas_causal_sums
 
 
@@ -65,9 +66,9 @@ def causal_linear_sums(phi_q: jax.Array, phi_k: jax.Array, v: jax.Array, chunk_s
 
     ``impl``: "xla" (``lax.scan``), "pallas" (attention/_causal_scan_pallas.py: a fused kernel for the
     forward, this scan's VJP for the backward; interpret mode off GPU) or "auto" (``select_scan_impl``
-    on ``platform``, default ``jax.default_backend()``).
+    on ``platform``, default ``attention._platform.platform()``).
     """
-    platform = platform or jax.default_backend()
+    platform = platform or _platform.platform()
     if select_scan_impl(impl, platform) == "pallas":
         scaled = log_scale is not None
         scales = log_scale if scaled else jnp.zeros(phi_q.shape[:3], jnp.float32)

@@ -208,7 +208,8 @@ class Encoder(nnx.Module):
         self.blocks = nnx.List([
             Block(attention.build(attention_name, dim=m.emb_dim, num_heads=m.num_heads,
                                   qkv_dim=m.qkv_dim, causal=causal, max_len=seq_len,
-                                  dropout=m.attention_dropout, rngs=rngs, **attn_options),
+                                  dropout=m.attention_dropout, rngs=rngs,
+                                  layers_held=1 if m.remat else m.num_layers, **attn_options),
                   m, rngs=rngs)
             for _ in range(m.num_layers)
         ])

@@ -135,7 +135,7 @@ def evaluate(workdir: Path, *, checkpoint: str = "last", split: str = "test",
     from lra.checkpoint import CheckpointError, Checkpoints
     from lra.data import default_data_dir
     from lra.data_pipeline import eval_batches
-    from lra.train import create_train_state, make_eval_step
+    from lra.train import create_train_state, jit_eval_step
 
     def safe_point(stage: str) -> None:
         if stops is not None:
@@ -183,9 +183,8 @@ def evaluate(workdir: Path, *, checkpoint: str = "last", split: str = "test",
         ckpt.close()
     safe_point("restore")
 
-    repl, data_sharding = sharding.replicated(mesh), sharding.batch_sharding(mesh)
-    eval_step = jax.jit(make_eval_step(setup.graphdef),
-                        in_shardings=(repl, repl, repl, data_sharding), out_shardings=repl)
+    data_sharding = sharding.batch_sharding(mesh)
+    eval_step = jit_eval_step(setup.graphdef, mesh)
     # The trainer's _evaluate, step for step: the same batches, the same float sums in order.
     sums = {"correct": 0.0, "loss": 0.0, "count": 0.0}
     bar = tqdm(total=-(-len(source) // batch), desc=f"{cfg.task}/{cfg.attention} {split}",

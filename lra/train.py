@@ -232,6 +232,15 @@ def jit_train_step(graphdef, tx: optax.GradientTransformation, t, mesh,
                    compiler_options=compiler_options)
 
 
+def jit_eval_step(graphdef, mesh) -> Callable:
+    """The jitted evaluation step: parameters, statistics and ``rest`` replicated, the batch split
+    along ``data``."""
+    repl = sharding.replicated(mesh)
+    return jax.jit(make_eval_step(graphdef), in_shardings=(repl, repl, repl,
+                                                           sharding.batch_sharding(mesh)),
+                   out_shardings=repl)
+
+
 def _as_struct(leaf):
     return jax.ShapeDtypeStruct(leaf.shape, leaf.dtype) if hasattr(leaf, "shape") else leaf
 
@@ -538,10 +547,9 @@ def _set_up(config: Config, workdir: Path, data_dir: Path, stops: stop_signals.S
 def _compile(s: _Session, state, history: History, xla_cpu_fusions: str) -> None:
     """The evaluation step, the batches, and the training step program (compiled and, with "auto",
     timed: ``_choose_step``) unless the resumed run has no step left."""
-    t, repl = s.config.train, sharding.replicated(s.mesh)
+    t = s.config.train
     data_sharding = sharding.batch_sharding(s.mesh)
-    s.eval_step = jax.jit(make_eval_step(s.graphdef), in_shardings=(repl, repl, repl, data_sharding),
-                          out_shardings=repl)
+    s.eval_step = jit_eval_step(s.graphdef, s.mesh)
     s.batches = TrainBatches(s.splits["train"], t.batch_size, seed=s.config.seed,
                              process_index=jax.process_index(), process_count=jax.process_count())
     s.base_key = jax.random.key(s.config.seed)

@@ -52,7 +52,7 @@ FAST_FAMILIES = ("softmax", "local", "performer", "s4d", "gla")
 END_TO_END_FIXTURES = {"tiny_run", "trained", "finished", "reference"}
 PER_FAMILY_FILES = ("test_attention_contract.py", "test_comparability.py",
                     "test_attention_memory.py", "test_attention_kernels.py", "test_host_calls.py",
-                    "test_mixers_padding.py")
+                    "test_mixers_padding.py", "test_gpu_lowering.py")
 
 
 def pytest_collection_modifyitems(config, items):

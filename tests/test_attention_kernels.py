@@ -219,16 +219,21 @@ def test_blocked_softmax_bf16():
 def test_softmax_impl_selection():
     from attention.softmax import BLOCKED_MIN_LENGTH, select_impl
 
-    def pick(platform, dtype=jnp.bfloat16, head_dim=64, length=4096, dropout=False, impl="auto"):
+    def pick(platform, dtype=jnp.bfloat16, head_dim=64, length=4096, dropout=False, impl="auto",
+             dense_fits=False):
         return select_impl(impl, platform=platform, dtype=dtype, head_dim=head_dim, length=length,
-                           dropout=dropout)
+                           dropout=dropout, dense_fits=dense_fits)
 
     assert pick("gpu") == "cudnn"
     assert pick("gpu", dtype=jnp.float16, length=64) == "cudnn"
     assert pick("gpu", dtype=jnp.float32) == "blocked"
     assert pick("gpu", head_dim=36) == "blocked"
     assert pick("gpu", head_dim=256) == "blocked"
-    assert pick("gpu", dropout=True) == "blocked"
+    assert pick("gpu", dropout=True) == "blocked"  # cuDNN has no dropout; the scores do not fit
+    assert pick("gpu", dropout=True, dense_fits=True) == "dense"
+    assert pick("gpu", dtype=jnp.float32, dense_fits=True) == "dense"
+    assert pick("gpu", dense_fits=True) == "cudnn"
+    assert pick("cpu", dense_fits=True) == "blocked"  # read on GPU only
     assert pick("cpu") == "blocked"
     assert pick("cpu", length=BLOCKED_MIN_LENGTH - 1) == "dense"
     assert pick("cpu", impl="dense") == "dense"
@@ -256,3 +261,74 @@ def test_softmax_kernel_dispatches_by_platform(monkeypatch):
     sm.softmax_kernel(q.astype(jnp.float32), k.astype(jnp.float32), v.astype(jnp.float32), mask,
                       platform="gpu")
     assert len(calls) == 2  # float32 went the blocked way
+
+
+def test_softmax_dense_fits_rule():
+    """The GPU memory rule with devices' numbers: LRA ListOps at the paper shape (batch 32, 8 heads,
+    2000 tokens and the CLS token, bfloat16; 4 layers as LRA's config, 6 as a deeper model) is dense
+    on an 80 GB H100 and a 141 GB H200, also at the 75% of memory JAX's allocator takes by default;
+    Text at 4K (batch 32, 4 heads, 4 layers) on the H200 only; ListOps' model at 4K and ListOps on
+    a 16 GB card not at all; unknown memory never."""
+    from attention.softmax import DENSE_MEMORY_FRACTION, dense_bytes, dense_fits
+
+    gb = 10**9
+    for layers in (4, 6):
+        for free in (80 * gb, 141 * gb, int(0.75 * 80 * gb), int(0.75 * 141 * gb)):
+            assert dense_fits(32, 8, 2001, dtype_bytes=2, layers=layers, memory_free=free)
+        assert not dense_fits(32, 8, 2001, dtype_bytes=2, layers=layers, memory_free=16 * gb)
+        assert not dense_fits(32, 8, 2001, dtype_bytes=2, layers=layers, memory_free=None)
+    assert dense_fits(32, 4, 4096, dtype_bytes=2, layers=4, memory_free=141 * gb)
+    assert not dense_fits(32, 4, 4096, dtype_bytes=2, layers=4, memory_free=80 * gb)
+    assert not dense_fits(32, 8, 4096, dtype_bytes=2, layers=4, memory_free=141 * gb)
+    need = dense_bytes(32, 8, 2001, dtype_bytes=2, layers=6)
+    assert need == 32 * 8 * 2001**2 * (6 * 4 + 16 + 2)  # 4 bytes held per layer, 18 transient
+    assert dense_fits(32, 8, 2001, dtype_bytes=2, layers=6,
+                      memory_free=math.ceil(need / DENSE_MEMORY_FRACTION))
+    assert not dense_fits(32, 8, 2001, dtype_bytes=2, layers=6,
+                          memory_free=math.ceil(need / DENSE_MEMORY_FRACTION) - 2)
+    assert dense_bytes(2, 3, 10, length_k=4, dtype_bytes=4, layers=1) == 2 * 3 * 10 * 4 * 24
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_softmax_gpu_dense_path_matches_dense_with_dropout(causal):
+    """With the rules planning for a GPU whose memory holds the scores, ``impl="auto"`` with
+    attention dropout takes the dense path (recorded in ``decisions()``), whose backward pass keeps
+    only the probabilities: values and gradients as the dense reference's with the same key (to
+    float rounding); with too little memory, the blocked loop."""
+    from attention import _platform
+    from attention import softmax as sm
+
+    q, k, v = (jnp.asarray(a) for a in qkv(seed=7))
+    mask = jnp.asarray(padding_mask())
+    key = jax.random.key(11)
+    ct = jax.random.normal(jax.random.key(12), q.shape)
+
+    def run(impl):
+        f = lambda q, k, v: softmax_kernel(q, k, v, mask, causal=causal, dropout_rate=0.3,  # noqa: E731
+                                           dropout_rng=key, impl=impl)
+        out, vjp = jax.vjp(f, q, k, v)
+        return out, *vjp(ct)
+
+    with _platform.target("cpu"):  # the plain dense form, on any host
+        want = run("dense")
+    with _platform.target("gpu", memory_free=10**9):
+        got = run("auto")
+    assert sm.decisions()[-1] | {"memory_free": 0} == {
+        "impl": "dense", "batch": B, "heads": H, "length_q": L, "length_k": L, "dtype": "float32",
+        "dropout": True, "layers": 1, "memory_free": 0,
+        "dense_bytes": sm.dense_bytes(B, H, L, dtype_bytes=4, layers=1)}
+    for name, w, g in zip(("out", "dq", "dk", "dv"), want, got):  # same dropout mask: equal to rounding
+        np.testing.assert_allclose(np.asarray(g), np.asarray(w), atol=1e-6, rtol=1e-5, err_msg=name)
+    # what the backward pass keeps of the scores (the VJP's residuals): the float32 probabilities
+    def kept(impl):
+        _, vjp = jax.vjp(lambda q, k, v: softmax_kernel(q, k, v, mask, causal=causal, impl=impl,
+                                                        dropout_rate=0.3, dropout_rng=key), q, k, v)
+        return [r.dtype for r in jax.tree.leaves(vjp) if getattr(r, "shape", ()) == (B, H, L, L)]
+
+    with _platform.target("gpu", memory_free=10**9):
+        assert kept("auto") == [jnp.float32]
+    with _platform.target("cpu"):
+        assert len(kept("dense")) > 1  # the plain form keeps logits, probabilities, mask ...
+    with _platform.target("gpu", memory_free=100):
+        run("auto")
+    assert sm.decisions()[-1]["impl"] == "blocked"

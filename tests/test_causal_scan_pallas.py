@@ -48,6 +48,7 @@ def test_families_take_the_kernel_on_gpu_only(family, monkeypatch):
 
     import attention
     import attention._linear_scan as lin
+    from attention import _platform
 
     module = attention.build(family, dim=16, num_heads=2, causal=True, rngs=nnx.Rngs(0),
                              chunk_size=8)
@@ -58,8 +59,8 @@ def test_families_take_the_kernel_on_gpu_only(family, monkeypatch):
     # Record what a GPU would be asked for, then run it the only way a CPU can (interpret mode).
     monkeypatch.setattr(lin, "pallas_causal_sums",
                         lambda *a, **k: calls.append(k) or real(*a, interpret=True))
-    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
-    got = module(x)
+    with _platform.target("gpu"):
+        got = module(x)
     assert calls and calls[0]["interpret"] is False  # a real GPU would compile it
     np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-5, atol=1e-5)
 
