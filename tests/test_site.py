@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from lra import leaderboard
-from lra.leaderboard import browser, names, published
+from lra.leaderboard import browser, names, published, reader
 from lra.leaderboard.accuracy import MODERN_HEADLINE_AND_SECOND, accuracy_section
-from lra.leaderboard.load import load_efficiency, load_runs, newest_per_seed, protocol
+from lra.leaderboard.load import load_efficiency, protocol
 from lra.leaderboard.site import site_files
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -73,7 +73,7 @@ def test_the_page_does_not_depend_on_the_order_of_the_files(built):
     """The same results in another order give the same bytes (``test_leaderboard`` checks that two
     builds give the same files, the page among them)."""
     results, _ = built
-    runs, _ = newest_per_seed(load_runs(results, []))
+    runs = reader.read(results).runs
     bench = load_efficiency(results, [])
 
     def page(runs, bench):
@@ -151,8 +151,9 @@ def test_in_a_browser_sorting_filtering_and_published_rows(driven):
     first = out["tables"][0]
     listops = {r["row"]: _mean(r["cells"].get("listops")) for r in first["measured"]}
     sort = out["sort"]
-    assert sort["initial"] == sorted(listops) == sort["nameFirst"]
-    assert sort["nameSecond"] == sorted(listops, reverse=True)
+    by_name = sorted(listops, key=lambda row: f"{names.family_name(row)} ".lower())  # the shown name
+    assert sort["initial"] == by_name == sort["nameFirst"]
+    assert sort["nameSecond"] == by_name[::-1]
     for order, descending in ((sort["listopsFirst"], True), (sort["listopsSecond"], False)):
         values = [listops[r] for r in order]
         present = [v for v in values if v is not None]
@@ -160,8 +161,9 @@ def test_in_a_browser_sorting_filtering_and_published_rows(driven):
         assert present == sorted(present, reverse=descending)
         assert sorted(order) == sorted(listops)
     kinds = {r["row"]: names.family_kind(r["row"]) for r in first["measured"]}
-    assert [r["row"] for r in out["kindFilter"]] == sorted(k for k, v in kinds.items()
-                                                           if v == names.STATE_SPACE)
+    assert [r["row"] for r in out["kindFilter"]] == sorted(
+        (k for k, v in kinds.items() if v == "state space"),
+        key=lambda row: f"{names.family_name(row)} ".lower())
     assert [r["row"] for r in out["nameFilter"]] == ["mamba", "mamba2"]  # case-insensitive
     expected_published = sum(len(table) for _, table in published.SOURCES)
     assert len(out["withPublished"]) == expected_published and out["withoutPublished"] == []
@@ -170,13 +172,13 @@ def test_in_a_browser_sorting_filtering_and_published_rows(driven):
 def test_in_a_browser_a_cell_opens_with_its_seeds_and_closes(built, driven):
     results, web = built
     out = driven
-    runs, _ = newest_per_seed(load_runs(results, []))
+    runs = reader.read(results).runs
     seeds = sorted((r for r in runs if protocol(r) == "lra" and r["preset"] == "small"
                     and r["task"] == "listops" and r["_row"] == "mamba"),
                    key=lambda r: (r["seed"], r["_file"]))
     opened = out["opened"]
     assert opened["hash"] == "#lra/small/listops/mamba"
-    assert opened["detail"]["heading"] == "listops · mamba"
+    assert opened["detail"]["heading"] == "ListOps · Mamba"
     assert opened["detail"]["seeds"] == [str(r["seed"]) for r in seeds]
     assert opened["detail"]["files"] == [f"../results/runs/{r['_file']}" for r in seeds]
     assert opened["detail"]["curves"] == sum(bool((r.get("eval_history") or {}).get("step"))
@@ -190,7 +192,7 @@ def test_in_a_browser_an_anchor_opens_its_view_and_cell(built):
     out = _drive(web, "modern/small/listops/mamba")["initial"]
     assert out["page"] == ["accuracy"] and out["nav"] == "#modern/small"
     assert out["table"]["protocol"] == "modern" and out["table"]["metric"] == "test_accuracy_at_best_val"
-    assert out["detail"]["heading"] == "listops · mamba" and out["detail"]["seeds"]
+    assert out["detail"]["heading"] == "ListOps · Mamba" and out["detail"]["seeds"]
     wrong = _drive(web, "lra/paper")["initial"]
     assert "No view or cell #lra/paper" in wrong["warn"] and "modern/small" in wrong["warn"]
     eff = _drive(web, "efficiency")["initial"]

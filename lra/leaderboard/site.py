@@ -286,7 +286,8 @@ def site_files(cells: list[dict[str, Any]], runs: list[dict[str, Any]], bench: l
     """{path relative to the site folder: bytes}: the page.
 
     ``cells``: ``accuracy_section``'s collected cells ({protocol, preset, device, metric, task, row,
-    family, overrides, cell}); ``runs``: the kept runs of both protocols (after ``newest_per_seed``),
+    family, overrides, cell}); ``runs``: the kept runs of both protocols (``reader.read(...).runs``:
+    one per seed and cell),
     each cell's seeds being those of its (protocol, preset, device, task, row); ``bench``: the valid
     bench records; ``peers``: (file name, ``peers_section`` lines) of the newest peers file, and
     ``older_peers`` the older files' names. ``results_href``: the results folder relative to the
