@@ -183,10 +183,10 @@ def _kill_session(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
-def _check_bundle(tmp: Path) -> dict:
+def _check_bundle(tmp: Path, bundle: Path | None = None) -> dict:
     """What the window returned is valid, and every cell finished on its disk is in it unless the
     returned summary shows that cell still running (in flight at the kill). Returns the summary."""
-    results, bundle = tmp / "window" / "results", tmp / "out" / "results.tar.gz"
+    results, bundle = tmp / "window" / "results", bundle or tmp / "out" / "results.tar.gz"
     cells = sorted(str(p.relative_to(results)) for p in results.rglob("*.json"))
     if not bundle.exists():
         assert cells == [], "cells finished but no bundle"
@@ -283,6 +283,14 @@ def test_the_window_at_toy_sizes_whole_and_killed_at_random_moments(tmp_path):
     out = tmp_path / "whole" / "out"
     assert sorted(p.name for p in out.iterdir()) == [
         "device-check.jsonl", "device_window.log", "preflight.txt", "results.tar.gz"]
+    # the check can fail: a bundle without one finished run is refused
+    with tarfile.open(out / "results.tar.gz") as tar, \
+            tarfile.open(tmp_path / "lacking.tar.gz", "w:gz") as lacking:
+        for member in tar.getmembers():
+            if member.name != f"results/runs/{softmax['result_file']}":
+                lacking.addfile(member, tar.extractfile(member) if member.isfile() else None)
+    with pytest.raises(AssertionError):
+        _check_bundle(tmp_path / "whole", tmp_path / "lacking.tar.gz")
 
     seed = int(os.environ.get("LRA_KILL_SEED", random.randrange(10**6)))
     for i, moment in enumerate(sorted(random.Random(seed).uniform(1, took) for _ in range(2))):
