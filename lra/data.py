@@ -2,7 +2,7 @@
 looks for it.
 
     python -m lra.data generate listops --out DIR [--train N --val N --test N] [--seed S]
-                                        [--workers K] [--min-length A --max-length B]
+                                        [--workers K] [--min-length A --max-length B] [--no-fsync]
     python -m lra.data generate pathfinder --out DIR [--resolution {32,64,128,256}]
                         [--difficulty {easy,intermediate,hard}] [--num-images N] [--seed S]
                         [--workers K]
@@ -61,6 +61,9 @@ def _listops_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-length", type=_count, default=2000)
     parser.add_argument("--max-depth", type=_count, default=10)
     parser.add_argument("--max-args", type=_count, default=10)
+    parser.add_argument("--no-fsync", dest="sync", action="store_false",
+                        help="do not flush the files to the disk before renaming them into place "
+                             "(faster on a throw-away disk; a power cut may leave empty files)")
 
 
 def _listops_generate(args: argparse.Namespace) -> None:
@@ -70,7 +73,8 @@ def _listops_generate(args: argparse.Namespace) -> None:
         paths = listops.generate(args.out, train=args.train, val=args.val, test=args.test,
                                  seed=args.seed, workers=args.workers,
                                  min_length=args.min_length, max_length=args.max_length,
-                                 max_depth=args.max_depth, max_args=args.max_args)
+                                 max_depth=args.max_depth, max_args=args.max_args,
+                                 sync=args.sync)
     except ValueError as err:  # option checks
         raise UsageError(str(err)) from None
     for path in paths.values():

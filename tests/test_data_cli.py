@@ -33,6 +33,21 @@ def test_generate_listops_writes_the_three_files(tmp_path, capsys):
     assert printed == [str(out / f"basic_{s}.tsv") for s in ("train", "val", "test")]
 
 
+def test_no_fsync_writes_the_same_files_without_flushing_them(tmp_path, monkeypatch):
+    synced = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real(fd))[1])
+    common = ["--train", "30", "--val", "5", "--test", "4", "--seed", "3", "--workers", "1", *TINY]
+    assert data.main(["generate", "listops", "--out", str(tmp_path / "a"), *common]) == 0
+    assert len(synced) == 3  # the default (users): each file on the disk before the renames
+    assert data.main(["generate", "listops", "--out", str(tmp_path / "b"), "--no-fsync",
+                      *common]) == 0
+    assert len(synced) == 3  # a throw-away disk (the accelerator window): none
+    for split in ("train", "val", "test"):
+        name = f"basic_{split}.tsv"
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+
+
 def test_prepare_generates_under_the_data_dir(tmp_path, capsys):
     assert data.main(["prepare", "--task", "listops", "--data-dir", str(tmp_path),
                       "--set", "train_size=20", "--set", "val_size=3", "--set", "test_size=3",

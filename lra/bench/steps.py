@@ -34,6 +34,11 @@ the error. The result file goes to ``results/efficiency/`` (never overwritten); 
 lra.leaderboard`` turns it into tables and figures. "Length" is the number of input tokens; with CLS
 pooling the encoder sees one more.
 
+``--device-lock PATH`` lets several bench processes share one accelerator: each compiles its cases
+(XLA compiles on the host's cores), then waits for an exclusive lock on PATH before it touches the
+device for sizing, the matmul peak, the warm-up and the timing, and holds it until it exits, so
+that no two processes time steps at once (``lra.bench.device_check`` runs its efficiency phase so).
+
 A bench file holds a whole measurement or nothing: it is written once, at the end, under a temporary
 name linked to its own (``lra.results.write_new``: no empty or cut-short file after a kill or a full
 disk). SIGTERM, SIGINT or
@@ -54,6 +59,7 @@ os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
 import argparse
 import dataclasses
+import fcntl
 import importlib
 import json
 import pkgutil
@@ -530,6 +536,26 @@ def time_round_robin(bench: Bench, cases: list[Case], args: argparse.Namespace, 
             bar.update(1)
 
 
+def wait_for_device_lock(path: Path, stops: stop_signals.StopSignals | None = None) -> int:
+    """Block until this process holds an exclusive lock on ``path`` (created if missing); returns
+    its descriptor, which holds the lock until it is closed or the process ends. Polls, so that a
+    stop signal (``stops``) ends the wait at once with ``Stopped``."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return fd
+            except BlockingIOError:
+                if stops is not None:
+                    stop_signals.check(stops, "lock")
+                time.sleep(0.05)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def _pending(cases: list[Case]):
     return (case for case in cases if case.status == "pending")
 
@@ -546,6 +572,9 @@ def run(args: argparse.Namespace, stops: stop_signals.StopSignals) -> dict[str, 
     bar = tqdm(total=n_pending * (2 + isolate + args.warmup + args.steps), desc="compile",
                disable=not args.progress, dynamic_ncols=True, file=sys.stderr)
     compile_all(bench, cases, bar, stops)
+    if args.device_lock is not None:
+        bar.set_description("waiting for the device lock")
+        args.lock_fd = wait_for_device_lock(args.device_lock, stops)  # held until exit
     budget, source = memory_budget(args)
     plan_fit(cases, budget, source)
     if isolate:
@@ -615,6 +644,9 @@ def parser() -> argparse.ArgumentParser:
                         "<dtype>__<date>.json); an existing file is never overwritten")
     p.add_argument("--results-dir", type=Path, default=default_results_dir(), help=RESULTS_DIR_HELP)
     p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
+    p.add_argument("--device-lock", type=Path, default=None, metavar="PATH",
+                   help="after compiling, wait for an exclusive lock on PATH before using the "
+                        "device (several bench processes sharing one accelerator)")
     p.add_argument("--_measure", default=None, help=argparse.SUPPRESS)
     return p
 
