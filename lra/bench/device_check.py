@@ -80,6 +80,7 @@ from pathlib import Path
 from typing import Any
 
 from lra import results
+from lra.results import RESULTS_DIR_HELP, default_results_dir
 
 PHASES = ("data", "probe", "listops", "bench", "kernels")
 TOTAL = 560.0  # the device tool's 600 s per command, less set-up (about 15 s) and slack
@@ -97,7 +98,7 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m lra.bench.device_check",
                                 description=__doc__.split("\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--results-dir", type=Path, default=Path("results"))
+    p.add_argument("--results-dir", type=Path, default=default_results_dir(), help=RESULTS_DIR_HELP)
     p.add_argument("--bundle", type=Path, default=None,
                    help="also rewrite this .tar.gz of the results folder after every cell")
     p.add_argument("--phases", default=",".join(PHASES),
