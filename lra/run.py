@@ -4,7 +4,7 @@ Parse flags -> resolve the config -> ``lra.train.train_and_evaluate``. Exit stat
 
 * 0: the run finished and its result file exists (or the work directory's run had completed).
 * 1: the run failed: non-finite loss, data error, unusable checkpoint, a checkpoint of other data
-  (``--force`` starts over), disk full, permission denied, a path that is a file, ...
+  (``--force`` starts over), disk full, permission denied, a path that is a file or not UTF-8, ...
 * 2: bad command line or configuration, a checkpoint of another configuration, or the work
   directory is in use by another run.
 * 75 (EX_TEMPFAIL): stopped early by SIGTERM, SIGINT or SIGUSR2 with the work directory resumable
@@ -152,10 +152,15 @@ def _main(argv: list[str] | None, stops: stop_signals.StopSignals) -> int:
     from lra.data_fingerprint import DataMismatchError
     from lra.tracker import TrackerError
     from lra.train import NonFiniteError, train_and_evaluate
-    from lra.workdir import WorkdirLockedError
+    from lra.workdir import PathEncodingError, WorkdirLockedError, check_path_encodable
 
     workdir = args.workdir or Path("workdirs") / workdir_name(cfg)
     data_dir = args.data_dir or default_data_dir()
+    try:
+        check_path_encodable(workdir, "--workdir")  # orbax would refuse it after training
+    except PathEncodingError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
     try:
         record = train_and_evaluate(cfg, workdir, data_dir=data_dir, results_dir=args.results_dir,
                                     progress=not args.no_progress, force=args.force,

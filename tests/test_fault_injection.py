@@ -524,6 +524,18 @@ def test_path_that_is_a_file_is_one_line(base, tmp_path, which):
     assert "a-file" in err
 
 
+def test_a_workdir_path_that_is_not_utf8_is_refused_before_training(base, tmp_path):
+    """Issue 41: such a path trained, then failed at the first checkpoint save inside tensorstore
+    with a traceback ("Unable to cast Python instance of type <class 'str'>"). Fails on a05bdf0.
+    (A data or results folder with such a name works: only the checkpoint library refuses it.)"""
+    work = Path(os.fsdecode(os.fsencode(tmp_path) + b"/w-\xff"))
+    code, _, err = _run(*_args(base / "data", work, tmp_path / "results"))
+    assert code == 1
+    _one_line_error(err)
+    assert "--workdir" in err and "not UTF-8" in err and "w-\\xff" in err
+    assert not work.exists()
+
+
 def test_data_command_out_that_is_a_file_is_one_line(tmp_path, capsys):
     from lra import data
 
