@@ -8,7 +8,9 @@ Parse flags -> resolve the config -> ``lra.train.train_and_evaluate``. Exit stat
 * 2: bad command line or configuration, a checkpoint of another configuration, or the work
   directory is in use by another run.
 * 75 (EX_TEMPFAIL): stopped early by SIGTERM, SIGINT or SIGUSR2 with the work directory resumable
-  (a checkpoint saved, or nothing trained yet); the same command goes on.
+  (a checkpoint saved, or nothing trained yet: also while the data is generated, and during the
+  last validation or test, before the result is written); the same command goes on. A signal
+  that comes while the result is being written lets the writes complete and is said (exit 0).
 * 130: interrupted by a repeated Ctrl-C (the checkpoints already written are kept).
 
 Every failure is one line on stderr.

@@ -494,8 +494,8 @@ def _train(config: Config, workdir: Path, *, data_dir: Path, results_dir: Path |
               f"re-run the same command to resume", file=sys.stderr)
         log.close()
         return {"status": "preempted", "signal": stops.requested, "step": step}
-    return _finish(s, state, history, step, log, results_dir=results_dir, overrides=overrides,
-                   git=source_commit)
+    return _finish(s, state, history, step, log, stops, results_dir=results_dir,
+                   overrides=overrides, git=source_commit)
 
 
 def _note_code(history: History, git: dict[str, Any], step: int) -> None:
@@ -621,6 +621,10 @@ def _steps(s: _Session, state, history: History, stops: stop_signals.StopSignals
     s.tick(history)
     if step != last_saved:
         s.ckpt.save("last", step, state, s.meta(history))
+    if stops.requested:
+        # It came during the last step's validation or save: the loop has no later safe point.
+        # The last step's checkpoint is saved; the re-run only tests it and writes the result.
+        status = "preempted"
     return state, step, status
 
 
@@ -670,12 +674,25 @@ def _validate(s: _Session, state, history: History, step: int, log: MetricsLog,
         s.ckpt.save("best", step, state, s.meta(history))
 
 
-def _finish(s: _Session, state, history: History, step: int, log: MetricsLog, *,
-            results_dir: Path | None, overrides: list[str], git: dict[str, Any]) -> dict[str, Any]:
-    """Test at the last step, then the result record: ``result.json`` and the result file."""
+def _finish(s: _Session, state, history: History, step: int, log: MetricsLog,
+            stops: stop_signals.StopSignals, *, results_dir: Path | None, overrides: list[str],
+            git: dict[str, Any]) -> dict[str, Any]:
+    """Test at the last step, then the result record: ``result.json`` and the result file.
+
+    A stop signal that comes before the writes (during the test evaluation) stops the run with
+    nothing written ("preempted": the last step's checkpoint is saved, so the re-run tests it and
+    writes the result); one that comes during the writes (milliseconds) lets them complete, and
+    the run says that it has completed despite the signal."""
     test_last = _evaluate(s.eval_step, state, s.rest, s.splits["test"], s.config, s.mesh)
     log.write(step, "test_at_last", test_last)
     log.close()
+    stop_signals.test_hook("finish")
+    if stops.requested:
+        print(f"{stops.requested}: stopped before the result was written; the checkpoint of the "
+              f"last step ({step}) is saved in {s.ckpt.root / 'last'}; re-run the same command to "
+              f"test it and write the result", file=sys.stderr)
+        return {"status": "preempted", "signal": stops.requested, "step": step}
+    stop_signals.test_hook("result")
     record = results.build_record(
         s.config, overrides=overrides, task_facts=s.task.describe(), history=history,
         provenance=s.provenance, fingerprint=s.fingerprint,
@@ -693,6 +710,10 @@ def _finish(s: _Session, state, history: History, step: int, log: MetricsLog, *,
         if path is not None:
             results.write_new(path, record)
             record["result_file"] = str(path)
+    if stops.requested:
+        print(f"{stops.requested} came while the result was being written: the run has completed "
+              f"and its result is written; nothing is left to resume", file=sys.stderr)
+        record["signal"] = stops.requested
     return record
 
 
