@@ -235,6 +235,7 @@ def training_run_file(workdir: Path) -> str | None:
 def write_result(out: dict[str, Any], workdir: Path, results_dir: Path) -> Path:
     """One result file for the evaluation ``out``, marked ``evaluation_of`` (never a seed)."""
     from lra import results
+    from lra import workdir as workdir_lib
 
     cfg = out["config"]
     record = {
@@ -257,7 +258,8 @@ def write_result(out: dict[str, Any], workdir: Path, results_dir: Path) -> Path:
         path = results.run_path(results_dir, record)
         path = path.with_name(path.stem + suffix + path.suffix)
         try:
-            results.write_new(path, record)
+            with workdir_lib.naming(path):  # a full disk's error names the file
+                results.write_new(path, record)
         except FileExistsError:
             continue
         return path

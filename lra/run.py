@@ -199,7 +199,10 @@ def _main(argv: list[str] | None, stops: stop_signals.StopSignals) -> int:
     if record.get("status") == "preempted":
         return stop_signals.EXIT_RESUMABLE
     m = record["metrics"]
-    if record.get("status") == "existing":
+    if record.get("status") == "existing" and record.get("written"):
+        print(f"existing run, its result file written now (nothing trained): "
+              f"{record['result_file']}")
+    elif record.get("status") == "existing":
         print(f"existing result (nothing trained or written): {record.get('result_file', '-')}")
     last = f"{m['test_accuracy_at_last']:.4f} at the last step"
     best = (f"{m['test_accuracy_at_best_val']:.4f} at the best validation step {m['best_val_step']} "

@@ -394,12 +394,14 @@ def _existing(record: dict[str, Any], workdir: Path, results_dir: Path | None) -
                   else results_dir / "runs" / path.name if path is not None
                   else results.run_path(results_dir, record))
         if not target.is_file():
-            # Killed between result.json and the result file, or another results directory:
-            # the measured record, written once.
-            results.write_new(target, clean)
+            # Killed between result.json and the result file (or the disk was full), or another
+            # results directory: the measured record, written once.
+            with workdir_lib.naming(target):
+                results.write_new(target, clean)
             why = "missing" if target == path else "copied"
             print(f"{workdir} had completed; its {why} result file is written now: {target}",
                   file=sys.stderr)
+            return {**record, "result_file": str(target), "status": "existing", "written": True}
         else:
             print(f"{workdir} holds a completed run; nothing is trained or written (use --force "
                   f"to train again from step 0, or another --workdir)", file=sys.stderr)
@@ -705,10 +707,12 @@ def _finish(s: _Session, state, history: History, step: int, log: MetricsLog,
         # result.json first, naming the result file: a run killed between the two writes finds
         # it on re-run and writes that file once (never a second result for one run).
         path = results.run_path(results_dir, record) if results_dir is not None else None
-        results.write_json_atomic(s.workdir / workdir_lib.RESULT_FILE,
-                                  {**record, **({"result_file": str(path)} if path else {})})
+        with workdir_lib.naming(s.workdir / workdir_lib.RESULT_FILE):  # a full disk names it
+            results.write_json_atomic(s.workdir / workdir_lib.RESULT_FILE,
+                                      {**record, **({"result_file": str(path)} if path else {})})
         if path is not None:
-            results.write_new(path, record)
+            with workdir_lib.naming(path):
+                results.write_new(path, record)
             record["result_file"] = str(path)
     if stops.requested:
         print(f"{stops.requested} came while the result was being written: the run has completed "

@@ -46,6 +46,7 @@ from typing import Any
 
 import numpy as np
 
+from lra.workdir import naming
 from tasks import DataError
 from tasks._files import (
     check_writable,
@@ -342,7 +343,8 @@ def generate(out_dir: str | os.PathLike, *, train: int = 96_000, val: int = 2_00
     with replacing([paths[split] for split in SPLITS]) as temps:
         start = 0
         for split, temp in zip(SPLITS, temps):
-            _write_tsv(temp, examples[start:start + sizes[split]])
+            with naming(paths[split]):  # a full disk's error names the file
+                _write_tsv(temp, examples[start:start + sizes[split]])
             start += sizes[split]
     return paths
 

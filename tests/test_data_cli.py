@@ -132,3 +132,21 @@ def test_a_signal_while_generating_exits_75_and_leaves_nothing_half_written(tmp_
     again = run_module(*args[3:])
     assert again.returncode == 0, again.stderr[-2000:]
     assert sorted(p.name for p in out.iterdir()) == [f"basic_{s}.tsv" for s in ("test", "train", "val")]
+
+
+@pytest.mark.parametrize("dataset", ["listops", "pathfinder"])
+def test_generating_onto_a_real_full_disk_fails_at_once_naming_the_folder(tmp_path, capsys,
+                                                                           dataset):
+    """Issue 41: a full disk let the generators start (an empty probe file takes no block) and
+    failed at the first write with "No space left on device" and no path. Fails on a05bdf0."""
+    from helpers import full_disk
+
+    sizes = (["--train", "30", "--val", "5", "--test", "5", *TINY] if dataset == "listops"
+             else ["--num-images", "20"])
+    with full_disk(tmp_path / "disk") as disk:
+        out = disk / "gen"
+        assert data.main(["generate", dataset, "--out", str(out), "--workers", "1",
+                          *sizes]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and err.startswith("error: "), err
+    assert "No space left on device" in err and str(out) in err

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import SMALL_LISTOPS, cli_env
+from helpers import SMALL_LISTOPS, cli_env, full_disk
 
 from lra import evaluate as evaluate_cli
 
@@ -181,6 +181,17 @@ def test_a_workdir_held_by_a_live_run_is_refused_naming_it(trained, tmp_path, ca
     # the run has ended (its lock went with it): the same command evaluates
     assert evaluate_cli.main(["--workdir", str(copy), "--data-dir", str(data),
                               "--no-progress"]) == 0
+
+
+def test_write_result_on_a_real_full_disk_names_the_folder(trained, tmp_path, capsys):
+    """Issue 41: the probe (an empty file) passed on a full disk, and the result write failed
+    after the evaluation with "No space left on device" and no path. Fails on a05bdf0."""
+    workdir, data, _ = trained
+    with full_disk(tmp_path / "disk", keep=("runs",)) as disk:
+        err = _fails(["--workdir", str(workdir), "--data-dir", str(data), "--write-result",
+                      "--results-dir", str(disk)], capsys)
+        assert not [p for p in (disk / "runs").iterdir()]
+    assert "No space left on device" in err and str(disk / "runs") in err
 
 
 def test_a_workdir_path_that_is_not_utf8_is_one_line(trained, tmp_path, capsys):

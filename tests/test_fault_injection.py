@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import ClassVar
 
 import pytest
-from helpers import cli_env, wait_until_training
+from helpers import cli_env, full_disk, wait_until_training
 
 import tasks
 from lra import leaderboard, release
@@ -493,6 +493,43 @@ def test_a_disk_full_before_a_checksum_resumes_from_the_verified_checkpoint_and_
                     f"verified checkpoint of step 5 instead")
     assert f"resuming from step 5 in {work} (checkpoint verified)" in err
     assert (work / "checkpoints" / "rejected" / "last-10").is_dir()
+
+
+def test_a_results_dir_on_a_real_full_disk_fails_before_step_1_naming_it(base, tmp_path):
+    """Issue 41: the start-up probe created an empty file, which takes no block, so a results
+    folder on a full disk passed it; the run trained and then failed writing its result, with a
+    message naming no path. Fails on a05bdf0 (trained: metrics.jsonl written; "disk full: No
+    space left on device" without the folder)."""
+    with full_disk(tmp_path / "disk", keep=("results/runs",)) as disk:
+        code, _, err = _run(*_args(base / "data", tmp_path / "w", disk / "results"))
+    assert code == 1
+    _one_line_error(err)
+    assert "disk full" in err and str(disk / "results" / "runs") in err
+    assert not (tmp_path / "w" / "metrics.jsonl").exists()  # nothing trained
+
+
+def test_a_result_file_on_a_real_full_disk_is_named_and_the_rerun_says_it_writes_it(
+        base, finished, tmp_path):
+    """A completed run whose result file is not in the results folder (killed between its two
+    writes, or the disk filled during training, after the probe): writing it on a full disk
+    names the file; once there is space, the re-run writes it and says so. Fails on a05bdf0: the
+    error named no path, and the re-run printed "existing result (nothing trained or written)"
+    while it wrote the file."""
+    work = tmp_path / "w"
+    shutil.copytree(finished[0], work, ignore=shutil.ignore_patterns("lock"))
+    args = _args(base / "data", work, tmp_path / "disk" / "results")
+    with full_disk(tmp_path / "disk", keep=("results/runs",)) as disk:
+        code, _, err = _run(*args)
+        assert code == 1
+        _one_line_error(err)
+        [line] = [x for x in err.splitlines() if x.startswith("error:")]
+        assert line.startswith(f"error: disk full ({disk / 'results' / 'runs'}/"), line
+        (disk / "filler").unlink()
+        code, out, err = _run(*args)
+        assert code == 0, err[-3000:]
+        [written] = (disk / "results" / "runs").glob("*.json")
+    assert "nothing trained or written" not in out
+    assert f"existing run, its result file written now (nothing trained): {written}" in out
 
 
 def test_unwritable_results_dir_fails_before_step_1(base, tmp_path, monkeypatch):
