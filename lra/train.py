@@ -332,8 +332,10 @@ def train_and_evaluate(config: Config, workdir: Path, *, data_dir: Path,
         except _Stopped as stop:
             for ckpt in opened:
                 ckpt.wait()
-            print(f"{stop.args[0]}: stopped before this session's first step; nothing new to save; "
-                  f"re-run the same command to go on", file=sys.stderr)
+            # While preparing the data: on a line of its own (it may end a progress bar mid-line).
+            when = (f"\n{stop.args[0]}: stopped {stop.args[1]}" if len(stop.args) > 1
+                    else f"{stop.args[0]}: stopped before this session's first step")
+            print(f"{when}; nothing new to save; re-run the same command to go on", file=sys.stderr)
             return {"status": "preempted", "signal": stop.args[0], "step": None}
         except BaseException as error:
             _end_saves_after(error, opened)
@@ -411,17 +413,30 @@ def _existing(record: dict[str, Any], workdir: Path, results_dir: Path | None) -
     return {**record, "status": "existing"}
 
 
+def _prepare(task: tasks.Task) -> None:
+    """``task.prepare()`` (generating or downloading the data can take an hour), stopped at once by
+    a stop signal: no XLA runs here, and every data file is written under a temporary name and
+    renamed once complete, so the signal raises where the program is (``stop_signals.raising``);
+    the generators keep their finished shards, and the re-run goes on from them."""
+    try:
+        with stop_signals.raising():
+            task.prepare()
+    except _Stopped as stop:
+        raise _Stopped(stop.args[0], "while preparing the data (the parts already complete are "
+                                     "kept)") from None
+
+
 def _data(task: tasks.Task, data_dir: Path) -> tuple[list, tasks.Provenance, dict[str, Any]]:
     """Prepare the task's data on every process, load the splits and check them (before step 1);
     also the data's fingerprint (``lra.data_fingerprint``)."""
     # Process 0 prepares first; the others then find the data (shared filesystem) or make the
     # same deterministic data themselves (separate disks).
     if jax.process_index() == 0:
-        task.prepare()
+        _prepare(task)
     if jax.process_count() > 1:
         multihost_utils.sync_global_devices("lra: data prepared")
         if jax.process_index() != 0:
-            task.prepare()
+            _prepare(task)
     sources = [task.source(s) for s in ("train", "val", "test")]
     provenance = task.provenance()
     fingerprint = data_fingerprint.fingerprint(provenance, data_dir)
