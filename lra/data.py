@@ -14,8 +14,9 @@ The data directory is ``--data-dir``, else ``$LRA_DATA_DIR``, else ``~/.cache/lr
 permission denied, a file where a folder goes); 2 errors a user can fix (bad data, unknown task,
 bad option, bad command line); 75 stopped by SIGTERM, SIGINT or SIGUSR2: what was complete is
 kept, nothing half-written is left to be trusted (every file is written under a temporary name and
-renamed once complete; ListOps renames its three files together at the end, Pathfinder a batch's
-metadata after its images), and the same command goes on. Every failure is one line on stderr.
+renamed once complete; ListOps renames its three files together at the end and keeps its
+finished shards until then, Pathfinder a batch's metadata after its images), and the same command
+goes on from them. Every failure is one line on stderr.
 """
 
 from __future__ import annotations

@@ -19,7 +19,9 @@ and ``lra.sweep``'s skip check leave it out.
 
 Exit status: 0 done, 1 the checkpoint cannot be used (none, damaged, written by another code version
 or for data that cannot be rebuilt, trained on other data than the data present: its data
-fingerprint, unless ``--allow-other-data``), or a path of the wrong kind, 2 bad command line, 75
+fingerprint, unless ``--allow-other-data``), the work directory in use by a live training run (its
+lock, ``lra.workdir.holder``: that run saves and deletes checkpoints while they would be read), or
+a path of the wrong kind (a file, a name that is not UTF-8), 2 bad command line, 75
 stopped by SIGTERM, SIGINT or SIGUSR2 (``lra.stop_signals``: the handler sets a flag, looked at
 after the data is read, after the checkpoint is restored and between batches; nothing is written,
 the same command starts again). Every failure is one line on stderr.
@@ -119,6 +121,16 @@ def evaluate(workdir: Path, *, checkpoint: str = "last", split: str = "test",
     if split not in SPLITS:
         raise EvaluateError(f"unknown split {split!r}; choose from {', '.join(SPLITS)}")
     workdir = Path(workdir)
+    from lra import workdir as workdir_lib
+
+    try:
+        workdir_lib.check_path_encodable(workdir, "--workdir")
+    except workdir_lib.PathEncodingError as err:
+        raise EvaluateError(str(err)) from None
+    if (pid := workdir_lib.holder(workdir)) is not None:
+        raise EvaluateError(f"{workdir} is in use by a training run (pid {pid}), which saves and "
+                            f"deletes checkpoints as it goes; evaluate it once that run has "
+                            f"finished or stopped")
     if workdir.exists() and not workdir.is_dir():
         raise EvaluateError(f"--workdir {workdir}: is a file, not a work directory")
     if data_dir is not None and Path(data_dir).exists() and not Path(data_dir).is_dir():
@@ -224,6 +236,7 @@ def training_run_file(workdir: Path) -> str | None:
 def write_result(out: dict[str, Any], workdir: Path, results_dir: Path) -> Path:
     """One result file for the evaluation ``out``, marked ``evaluation_of`` (never a seed)."""
     from lra import results
+    from lra import workdir as workdir_lib
 
     cfg = out["config"]
     record = {
@@ -246,7 +259,8 @@ def write_result(out: dict[str, Any], workdir: Path, results_dir: Path) -> Path:
         path = results.run_path(results_dir, record)
         path = path.with_name(path.stem + suffix + path.suffix)
         try:
-            results.write_new(path, record)
+            with workdir_lib.naming(path):  # a full disk's error names the file
+                results.write_new(path, record)
         except FileExistsError:
             continue
         return path

@@ -4,11 +4,13 @@ Parse flags -> resolve the config -> ``lra.train.train_and_evaluate``. Exit stat
 
 * 0: the run finished and its result file exists (or the work directory's run had completed).
 * 1: the run failed: non-finite loss, data error, unusable checkpoint, a checkpoint of other data
-  (``--force`` starts over), disk full, permission denied, a path that is a file, ...
+  (``--force`` starts over), disk full, permission denied, a path that is a file or not UTF-8, ...
 * 2: bad command line or configuration, a checkpoint of another configuration, or the work
   directory is in use by another run.
 * 75 (EX_TEMPFAIL): stopped early by SIGTERM, SIGINT or SIGUSR2 with the work directory resumable
-  (a checkpoint saved, or nothing trained yet); the same command goes on.
+  (a checkpoint saved, or nothing trained yet: also while the data is generated, and during the
+  last validation or test, before the result is written); the same command goes on. A signal
+  that comes while the result is being written lets the writes complete and is said (exit 0).
 * 130: interrupted by a repeated Ctrl-C (the checkpoints already written are kept).
 
 Every failure is one line on stderr.
@@ -195,10 +197,15 @@ def _main(argv: list[str] | None, stops: stop_signals.StopSignals) -> int:
     from lra.data_fingerprint import DataMismatchError
     from lra.tracker import TrackerError
     from lra.train import NonFiniteError, train_and_evaluate
-    from lra.workdir import WorkdirLockedError
+    from lra.workdir import PathEncodingError, WorkdirLockedError, check_path_encodable
 
     workdir = args.workdir or Path("workdirs") / workdir_name(cfg)
     data_dir = args.data_dir or default_data_dir()
+    try:
+        check_path_encodable(workdir, "--workdir")  # orbax would refuse it after training
+    except PathEncodingError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
     try:
         record = train_and_evaluate(cfg, workdir, data_dir=data_dir, results_dir=args.results_dir,
                                     progress=not args.no_progress, force=args.force,
@@ -235,7 +242,10 @@ def _main(argv: list[str] | None, stops: stop_signals.StopSignals) -> int:
     if record.get("status") == "preempted":
         return stop_signals.EXIT_RESUMABLE
     m = record["metrics"]
-    if record.get("status") == "existing":
+    if record.get("status") == "existing" and record.get("written"):
+        print(f"existing run, its result file written now (nothing trained): "
+              f"{record['result_file']}")
+    elif record.get("status") == "existing":
         print(f"existing result (nothing trained or written): {record.get('result_file', '-')}")
     last = f"{m['test_accuracy_at_last']:.4f} at the last step"
     best = (f"{m['test_accuracy_at_best_val']:.4f} at the best validation step {m['best_val_step']} "

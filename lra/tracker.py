@@ -7,6 +7,8 @@ Off by default and imported only when asked for. The run logs the scalars its Te
 loss and accuracy) at the same steps, the test accuracies as summary values, and the resolved
 config. The wandb run id is kept in the work directory (``wandb_id``), so a resumed run continues
 the same wandb run; wandb ignores the steps a resumed run logs again up to its last logged step.
+``--force`` moves ``wandb_id`` and ``wandb/`` aside with the run's other files
+(``lra.workdir.RUN_FILES``), so a forced re-run is a new wandb run.
 ``WANDB_MODE=offline`` (wandb's own variable) writes under ``<workdir>/wandb/`` without a network;
 ``wandb sync`` uploads it later. The result file records the run's ``tracker`` (``record``): the
 id, project, entity, group and tags, so a row of the leaderboard leads back to its wandb run.
@@ -20,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 ID_FILE = "wandb_id"
+FILES_DIR = "wandb"  # what wandb.init(dir=workdir) writes under the work directory
 
 
 class TrackerError(RuntimeError):

@@ -341,8 +341,10 @@ def train_and_evaluate(config: Config, workdir: Path, *, data_dir: Path,
         except _Stopped as stop:
             for ckpt in opened:
                 ckpt.wait()
-            print(f"{stop.args[0]}: stopped before this session's first step; nothing new to save; "
-                  f"re-run the same command to go on", file=sys.stderr)
+            # While preparing the data: on a line of its own (it may end a progress bar mid-line).
+            when = (f"\n{stop.args[0]}: stopped {stop.args[1]}" if len(stop.args) > 1
+                    else f"{stop.args[0]}: stopped before this session's first step")
+            print(f"{when}; nothing new to save; re-run the same command to go on", file=sys.stderr)
             return {"status": "preempted", "signal": stop.args[0], "step": None}
         except BaseException as error:
             _end_saves_after(error, opened)
@@ -403,12 +405,14 @@ def _existing(record: dict[str, Any], workdir: Path, results_dir: Path | None) -
                   else results_dir / "runs" / path.name if path is not None
                   else results.run_path(results_dir, record))
         if not target.is_file():
-            # Killed between result.json and the result file, or another results directory:
-            # the measured record, written once.
-            results.write_new(target, clean)
+            # Killed between result.json and the result file (or the disk was full), or another
+            # results directory: the measured record, written once.
+            with workdir_lib.naming(target):
+                results.write_new(target, clean)
             why = "missing" if target == path else "copied"
             print(f"{workdir} had completed; its {why} result file is written now: {target}",
                   file=sys.stderr)
+            return {**record, "result_file": str(target), "status": "existing", "written": True}
         else:
             print(f"{workdir} holds a completed run; nothing is trained or written (use --force "
                   f"to train again from step 0, or another --workdir)", file=sys.stderr)
@@ -418,17 +422,30 @@ def _existing(record: dict[str, Any], workdir: Path, results_dir: Path | None) -
     return {**record, "status": "existing"}
 
 
+def _prepare(task: tasks.Task) -> None:
+    """``task.prepare()`` (generating or downloading the data can take an hour), stopped at once by
+    a stop signal: no XLA runs here, and every data file is written under a temporary name and
+    renamed once complete, so the signal raises where the program is (``stop_signals.raising``);
+    the generators keep their finished shards, and the re-run goes on from them."""
+    try:
+        with stop_signals.raising():
+            task.prepare()
+    except _Stopped as stop:
+        raise _Stopped(stop.args[0], "while preparing the data (the parts already complete are "
+                                     "kept)") from None
+
+
 def _data(task: tasks.Task, data_dir: Path) -> tuple[list, tasks.Provenance, dict[str, Any]]:
     """Prepare the task's data on every process, load the splits and check them (before step 1);
     also the data's fingerprint (``lra.data_fingerprint``)."""
     # Process 0 prepares first; the others then find the data (shared filesystem) or make the
     # same deterministic data themselves (separate disks).
     if jax.process_index() == 0:
-        task.prepare()
+        _prepare(task)
     if jax.process_count() > 1:
         multihost_utils.sync_global_devices("lra: data prepared")
         if jax.process_index() != 0:
-            task.prepare()
+            _prepare(task)
     sources = [task.source(s) for s in ("train", "val", "test")]
     provenance = task.provenance()
     fingerprint = data_fingerprint.fingerprint(provenance, data_dir)
@@ -503,8 +520,8 @@ def _train(config: Config, workdir: Path, *, data_dir: Path, results_dir: Path |
               f"re-run the same command to resume", file=sys.stderr)
         log.close()
         return {"status": "preempted", "signal": stops.requested, "step": step}
-    return _finish(s, state, history, step, log, results_dir=results_dir, overrides=overrides,
-                   git=source_commit)
+    return _finish(s, state, history, step, log, stops, results_dir=results_dir,
+                   overrides=overrides, git=source_commit)
 
 
 def _note_code(history: History, git: dict[str, Any], step: int) -> None:
@@ -629,6 +646,10 @@ def _steps(s: _Session, state, history: History, stops: stop_signals.StopSignals
     s.tick(history)
     if step != last_saved:
         s.ckpt.save("last", step, state, s.meta(history))
+    if stops.requested:
+        # It came during the last step's validation or save: the loop has no later safe point.
+        # The last step's checkpoint is saved; the re-run only tests it and writes the result.
+        status = "preempted"
     return state, step, status
 
 
@@ -679,13 +700,26 @@ def _validate(s: _Session, state, history: History, step: int, log: MetricsLog,
         s.ckpt.save("best", step, state, s.meta(history))
 
 
-def _finish(s: _Session, state, history: History, step: int, log: MetricsLog, *,
-            results_dir: Path | None, overrides: list[str], git: dict[str, Any]) -> dict[str, Any]:
-    """Test at the last step, then the result record: ``result.json`` and the result file."""
+def _finish(s: _Session, state, history: History, step: int, log: MetricsLog,
+            stops: stop_signals.StopSignals, *, results_dir: Path | None, overrides: list[str],
+            git: dict[str, Any]) -> dict[str, Any]:
+    """Test at the last step, then the result record: ``result.json`` and the result file.
+
+    A stop signal that comes before the writes (during the test evaluation) stops the run with
+    nothing written ("preempted": the last step's checkpoint is saved, so the re-run tests it and
+    writes the result); one that comes during the writes (milliseconds) lets them complete, and
+    the run says that it has completed despite the signal."""
     test_last = _evaluate(s.eval_step, state, s.rest, s.splits["test"], s.config, s.mesh)
     log.write(step, "test_at_last", test_last)
     tracked = log.tracker.record() if log.tracker is not None else None
     log.close()
+    stop_signals.test_hook("finish")
+    if stops.requested:
+        print(f"{stops.requested}: stopped before the result was written; the checkpoint of the "
+              f"last step ({step}) is saved in {s.ckpt.root / 'last'}; re-run the same command to "
+              f"test it and write the result", file=sys.stderr)
+        return {"status": "preempted", "signal": stops.requested, "step": step}
+    stop_signals.test_hook("result")
     record = results.build_record(
         s.config, overrides=overrides, task_facts=s.task.describe(), history=history,
         provenance=s.provenance, fingerprint=s.fingerprint,
@@ -698,11 +732,17 @@ def _finish(s: _Session, state, history: History, step: int, log: MetricsLog, *,
         # result.json first, naming the result file: a run killed between the two writes finds
         # it on re-run and writes that file once (never a second result for one run).
         path = results.run_path(results_dir, record) if results_dir is not None else None
-        results.write_json_atomic(s.workdir / workdir_lib.RESULT_FILE,
-                                  {**record, **({"result_file": str(path)} if path else {})})
+        with workdir_lib.naming(s.workdir / workdir_lib.RESULT_FILE):  # a full disk names it
+            results.write_json_atomic(s.workdir / workdir_lib.RESULT_FILE,
+                                      {**record, **({"result_file": str(path)} if path else {})})
         if path is not None:
-            results.write_new(path, record)
+            with workdir_lib.naming(path):
+                results.write_new(path, record)
             record["result_file"] = str(path)
+    if stops.requested:
+        print(f"{stops.requested} came while the result was being written: the run has completed "
+              f"and its result is written; nothing is left to resume", file=sys.stderr)
+        record["signal"] = stops.requested
     return record
 
 

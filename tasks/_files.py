@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from lra.workdir import PROBE_BYTES, naming
 from tasks import DataError
 
 __all__ = ["TSV_CACHE_VERSION", "check_writable", "default_workers", "format_duration", "load_arrays",
@@ -125,8 +126,9 @@ def replacing(paths: Sequence[Path]) -> Iterator[list[Path]]:
 
 
 def check_writable(folder: Path) -> None:
-    """Create ``folder`` and prove a file can be written in it (then remove the file): before
-    minutes of generating, not after. Raises the ``OSError`` (permission denied, read-only, ...)
+    """Create ``folder`` and prove that bytes can be written in it (``lra.workdir.PROBE_BYTES``,
+    synced, then the file removed: an empty file would pass on a full disk): before minutes of
+    generating, not after. Raises the ``OSError`` (disk full, permission denied, read-only, ...)
     naming the folder."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
@@ -134,13 +136,21 @@ def check_writable(folder: Path) -> None:
         fd, probe = tempfile.mkstemp(dir=folder, prefix=".write-test.")
     except OSError as err:
         raise type(err)(err.errno, err.strerror, str(folder)) from None
-    os.close(fd)
-    os.unlink(probe)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(bytes(PROBE_BYTES))
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError as err:
+        raise type(err)(err.errno, err.strerror, str(folder)) from None
+    finally:
+        os.unlink(probe)
 
 
 def write_atomic(path: Path, data: bytes, *, sync: bool = False) -> None:
-    """Write ``data`` to ``path`` complete or not at all; ``sync``: on disk before the rename."""
-    with replacing([path]) as (temp,), open(temp, "wb") as f:
+    """Write ``data`` to ``path`` complete or not at all; ``sync``: on disk before the rename. An
+    ``OSError`` (a full disk) names ``path``."""
+    with naming(path), replacing([path]) as (temp,), open(temp, "wb") as f:
         f.write(data)
         if sync:
             f.flush()

@@ -29,15 +29,23 @@ Determinism: trees are drawn in fixed shards of ``_SHARD_SIZE`` kept trees, shar
 stream ``SeedSequence(seed, spawn_key=(0, s))``; shards are merged in order (first occurrence of a
 duplicate wins) until enough, then shuffled by ``SeedSequence(seed, spawn_key=(1,))`` and split into
 train, val, test. The files depend on the seed and the options only, never on the worker count.
+
+Interruption: each finished shard is kept in ``<out>/.listops-shards/`` (gzipped, written whole
+under a temporary name) until the three files are written, so a generation stopped by a signal (or
+killed) goes on from its finished shards and writes the same files as an uninterrupted one; the
+folder records the settings its shards were drawn with, and other settings start it afresh.
 """
 
 from __future__ import annotations
 
 import csv
+import gzip
 import itertools
+import json
 import math
 import os
 import random
+import shutil
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -46,6 +54,7 @@ from typing import Any
 
 import numpy as np
 
+from lra.workdir import naming
 from tasks import DataError
 from tasks._files import (
     check_writable,
@@ -53,6 +62,7 @@ from tasks._files import (
     ordered_map,
     remove_stale_temps,
     replacing,
+    write_atomic,
 )
 
 __all__ = ["GENERATOR_VERSION", "OPERATORS", "SPLITS", "VOCAB", "check_options",
@@ -251,16 +261,75 @@ def check_options(min_length: int, max_length: int, max_depth: int, max_args: in
                          f"at most {longest} long, not more than min_length {min_length}")
 
 
-def _shard_results(workers: int, args: tuple) -> Iterator[list[tuple[str, int]]]:
-    """Shard 0, 1, 2, ... in order, computed by ``workers`` processes (in this one if 1)."""
+SHARD_STORE = ".listops-shards"
+
+
+class _ShardStore:
+    """The finished shards of a generation not yet written out: ``<out>/.listops-shards/<s>.tsv.gz``
+    (``source<TAB>target`` lines) and ``settings.json``, the settings they were drawn with."""
+
+    def __init__(self, out: Path, settings: dict[str, Any], *, sync: bool = True):
+        self.folder, self.sync = Path(out) / SHARD_STORE, sync
+        record = self.folder / "settings.json"
+        try:
+            same = json.loads(record.read_text()) == settings
+        except (OSError, ValueError):
+            same = False
+        if not same:  # none yet, or shards of other settings: they cannot be used
+            shutil.rmtree(self.folder, ignore_errors=True)
+            self.folder.mkdir(parents=True)
+            write_atomic(record, json.dumps(settings, sort_keys=True).encode(), sync=sync)
+        remove_stale_temps(self.folder, "*.tsv.gz")
+
+    def kept(self) -> int:
+        """How many shards, from shard 0 on, are kept."""
+        n = 0
+        while (self.folder / f"{n}.tsv.gz").is_file():
+            n += 1
+        return n
+
+    def load(self, shard: int) -> list[tuple[str, int]] | None:
+        """Shard ``shard`` as (source, target) rows, or None if it is not kept (or unreadable)."""
+        try:
+            text = gzip.decompress((self.folder / f"{shard}.tsv.gz").read_bytes()).decode()
+            return [(source, int(target)) for source, target in
+                    (line.split("\t") for line in text.splitlines())]
+        except (OSError, EOFError, ValueError):
+            return None
+
+    def save(self, shard: int, rows: Sequence[tuple[str, int]]) -> None:
+        text = "".join(f"{source}\t{target}\n" for source, target in rows)
+        write_atomic(self.folder / f"{shard}.tsv.gz", gzip.compress(text.encode(), 1),
+                     sync=self.sync)
+
+    def remove(self) -> None:
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def _shard_results(workers: int, args: tuple,
+                   store: _ShardStore | None = None) -> Iterator[list[tuple[str, int]]]:
+    """Shard 0, 1, 2, ... in order: the ones ``store`` keeps, then the others computed by
+    ``workers`` processes (in this one if 1) and kept in ``store`` as they come."""
     seed, rest = args[0], args[1:]
-    shards = ((seed, shard, *rest) for shard in itertools.count())
+    first = 0
+    while store is not None and (rows := store.load(first)) is not None:
+        yield rows
+        first += 1
+    shards = ((seed, shard, *rest) for shard in itertools.count(first))
     # A bounded window of 2 shards a worker: the stream of shards is endless.
-    return ordered_map(_sample_shard, shards, workers, window=2 * workers)
+    computed = ordered_map(_sample_shard, shards, workers, window=2 * workers)
+    try:
+        for shard, rows in zip(itertools.count(first), computed):
+            if store is not None:
+                store.save(shard, rows)
+            yield rows
+    finally:
+        computed.close()
 
 
 def _sample_distinct(n: int, *, seed: int, workers: int, min_length: int, max_length: int,
-                     max_depth: int, max_args: int, progress: bool) -> list[tuple[str, int]]:
+                     max_depth: int, max_args: int, progress: bool,
+                     store: _ShardStore | None = None) -> list[tuple[str, int]]:
     from tqdm import tqdm
 
     examples: list[tuple[str, int]] = []
@@ -269,7 +338,7 @@ def _sample_distinct(n: int, *, seed: int, workers: int, min_length: int, max_le
     args = (seed, min_length, max_length, max_depth, max_args)
     with tqdm(total=n, desc="ListOps trees", unit="tree", file=sys.stderr, disable=not progress,
               smoothing=0.1) as bar:
-        shards = _shard_results(workers, args)
+        shards = _shard_results(workers, args, store)
         try:
             for shard in shards:
                 before = len(examples)
@@ -331,7 +400,8 @@ def generate(out_dir: str | os.PathLike, *, train: int = 96_000, val: int = 2_00
     temporary name, then renamed). ``sync``: each file is flushed to the disk (fsync) before the
     renames, so that a power cut cannot leave a renamed but empty file; ``sync=False`` skips that,
     for a throw-away disk where the fsync of some 660 MB costs more than the sampling (the
-    accelerator window, ``lra.bench.device_check``). Returns {split: path}.
+    accelerator window, ``lra.bench.device_check``). An interrupted call's finished shards are kept
+    in ``out_dir/.listops-shards/`` and used by the next call. Returns {split: path}.
     """
     check_options(min_length, max_length, max_depth, max_args)
     sizes = {"train": train, "val": val, "test": test}
@@ -341,9 +411,15 @@ def generate(out_dir: str | os.PathLike, *, train: int = 96_000, val: int = 2_00
     out = Path(out_dir)
     check_writable(out)  # a folder it cannot write fails now, not after the sampling
     workers = sampling_workers(n, workers)
+    store = _ShardStore(out, {"generator": GENERATOR_VERSION, "shard_size": _SHARD_SIZE,
+                              "seed": seed, "min_length": min_length, "max_length": max_length,
+                              "max_depth": max_depth, "max_args": max_args}, sync=sync)
+    if kept := store.kept():
+        print(f"ListOps: going on from the {kept} finished shards ({kept * _SHARD_SIZE} trees) "
+              f"kept in {store.folder}", file=sys.stderr, flush=True)
     examples = _sample_distinct(n, seed=seed, workers=workers, min_length=min_length,
                                 max_length=max_length, max_depth=max_depth, max_args=max_args,
-                                progress=progress)
+                                progress=progress, store=store)
     order = np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(1,))).permutation(n)
     examples = [examples[i] for i in order]
 
@@ -352,10 +428,12 @@ def generate(out_dir: str | os.PathLike, *, train: int = 96_000, val: int = 2_00
     with replacing([paths[split] for split in SPLITS]) as temps:
         start = 0
         for split, temp in zip(SPLITS, temps):
-            _write_tsv(temp, examples[start:start + sizes[split]])
-            if sync:
-                _fsync(temp)
+            with naming(paths[split]):  # a full disk's error names the file
+                _write_tsv(temp, examples[start:start + sizes[split]])
+                if sync:
+                    _fsync(temp)
             start += sizes[split]
+    store.remove()
     return paths
 
 

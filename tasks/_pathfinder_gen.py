@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from tasks import DataError
-from tasks._files import default_workers, ordered_map, write_atomic
+from tasks._files import check_writable, default_workers, ordered_map, write_atomic
 from tasks._snakes import DIFFICULTIES, PARAMS, Drawing, draw, metadata_fields
 
 __all__ = ["BATCH_SIZE", "GENERATOR_FILE", "GENERATOR_VERSION", "check", "count_lines",
@@ -174,6 +174,7 @@ def generate(out_dir: str | os.PathLike, *, resolution: int = 32, difficulty: st
     if num_images < 0:
         raise ValueError(f"num_images must be >= 0, got {num_images}")
     folder = Path(out_dir) / folder_name(difficulty)
+    check_writable(Path(out_dir))  # a full disk or a read-only folder fails now, not mid-way
     _claim(folder, _settings(resolution, difficulty, seed))
     plan = missing_batches(folder, num_images)
     chunk = _CHUNK[resolution]

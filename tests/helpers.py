@@ -7,8 +7,12 @@ process; ``cli_env`` passes the same flags on to a ``python -m lra...`` subproce
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
+import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import jax
@@ -85,6 +89,33 @@ def wait_until_training(workdir, timeout: float = 300) -> None:
             return
         time.sleep(0.1)
     raise AssertionError(f"{workdir}: no training record within {timeout:.0f} s")
+
+
+@contextlib.contextmanager
+def full_disk(where: Path, keep: tuple[str, ...] = ()) -> Iterator[Path]:
+    """A 1 MiB tmpfs mounted on ``where`` (created) with the folders ``keep`` made in it, then
+    filled up by ``where/filler`` (a real full disk: every write of a byte fails with ENOSPC,
+    creating an empty file or a folder does not). Deleting the filler frees it. Skips the test
+    where mounting is not allowed (not root)."""
+    import pytest
+
+    if os.geteuid() != 0 or not shutil.which("mount"):
+        pytest.skip("a real full disk needs root to mount a small tmpfs")
+    where = Path(where)
+    where.mkdir(parents=True, exist_ok=True)
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1M", "tmpfs", str(where)],
+                             capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+    try:
+        for folder in keep:
+            (where / folder).mkdir(parents=True)
+        with contextlib.suppress(OSError), open(where / "filler", "wb") as f:
+            while True:
+                f.write(bytes(65536))
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], capture_output=True)
 
 
 def assert_head_groupings_agree(call, arrays) -> None:

@@ -36,13 +36,22 @@ def test_generate_listops_writes_the_three_files(tmp_path, capsys):
 def test_no_fsync_writes_the_same_files_without_flushing_them(tmp_path, monkeypatch):
     synced = []
     real = os.fsync
-    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real(fd))[1])
+
+    def fsync(fd):
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        return real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
     common = ["--train", "30", "--val", "5", "--test", "4", "--seed", "3", "--workers", "1", *TINY]
     assert data.main(["generate", "listops", "--out", str(tmp_path / "a"), *common]) == 0
-    assert len(synced) == 3  # the default (users): each file on the disk before the renames
+    # the default (users): the three files, and each kept shard, on the disk before the renames
+    assert sum(".basic_" in Path(p).name for p in synced) == 3
+    assert any(".listops-shards" in p for p in synced)
+    synced.clear()
     assert data.main(["generate", "listops", "--out", str(tmp_path / "b"), "--no-fsync",
                       *common]) == 0
-    assert len(synced) == 3  # a throw-away disk (the accelerator window): none
+    # a throw-away disk (the accelerator window): only the folder's write probe, nothing written
+    assert [Path(p).name.startswith(".write-test.") for p in synced] == [True]
     for split in ("train", "val", "test"):
         name = f"basic_{split}.tsv"
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
@@ -143,7 +152,26 @@ def test_a_signal_while_generating_exits_75_and_leaves_nothing_half_written(tmp_
     assert "Traceback" not in err and "KeyboardInterrupt" not in err
     last = err.strip().replace("\r", "\n").splitlines()[-1]  # after the progress bar's last \r
     assert last.startswith(f"{signame}: stopped; the files already complete"), err[-2000:]
-    assert not out.exists() or not list(out.iterdir())  # no split file, no temporary file
+    # no split file, no temporary file: only the finished shards, kept for the next run
+    assert not out.exists() or [p.name for p in out.iterdir()] == [".listops-shards"]
     again = run_module(*args[3:])
     assert again.returncode == 0, again.stderr[-2000:]
     assert sorted(p.name for p in out.iterdir()) == [f"basic_{s}.tsv" for s in ("test", "train", "val")]
+
+
+@pytest.mark.parametrize("dataset", ["listops", "pathfinder"])
+def test_generating_onto_a_real_full_disk_fails_at_once_naming_the_folder(tmp_path, capsys,
+                                                                           dataset):
+    """Issue 41: a full disk let the generators start (an empty probe file takes no block) and
+    failed at the first write with "No space left on device" and no path. Fails on a05bdf0."""
+    from helpers import full_disk
+
+    sizes = (["--train", "30", "--val", "5", "--test", "5", *TINY] if dataset == "listops"
+             else ["--num-images", "20"])
+    with full_disk(tmp_path / "disk") as disk:
+        out = disk / "gen"
+        assert data.main(["generate", dataset, "--out", str(out), "--workers", "1",
+                          *sizes]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and err.startswith("error: "), err
+    assert "No space left on device" in err and str(out) in err

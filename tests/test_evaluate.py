@@ -5,13 +5,14 @@ unusable input is one line and exit 1 (2 for the command line)."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from helpers import SMALL_LISTOPS, cli_env
+from helpers import SMALL_LISTOPS, cli_env, full_disk
 
 from lra import evaluate as evaluate_cli
 
@@ -156,6 +157,51 @@ def test_a_workdir_that_is_a_file_is_one_line(tmp_path, capsys):
     path = tmp_path / "a-file"
     path.write_text("x")
     assert "is a file" in _fails(["--workdir", str(path)], capsys)
+
+
+def test_a_workdir_held_by_a_live_run_is_refused_naming_it(trained, tmp_path, capsys):
+    """Issue 41: evaluating the work directory of a run still training failed at random (the run
+    saves and deletes checkpoints as it goes) with a message that blamed the code version or a
+    killed run. Now the lock says so at once. Fails on a05bdf0: a held lock was not looked at
+    (here, with no checkpoint rotating, it evaluated and exited 0)."""
+    workdir, data, _ = trained
+    copy = tmp_path / "wd"
+    shutil.copytree(workdir, copy, ignore=shutil.ignore_patterns("lock"))
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from lra import workdir; "
+         "h = workdir.lock(sys.argv[1]); print('locked', flush=True); time.sleep(120)", str(copy)],
+        stdout=subprocess.PIPE, text=True, env=cli_env())
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        err = _fails(["--workdir", str(copy), "--data-dir", str(data)], capsys)
+    finally:
+        holder.kill()
+        holder.wait(timeout=30)
+    assert f"in use by a training run (pid {holder.pid})" in err and str(copy) in err
+    # the run has ended (its lock went with it): the same command evaluates
+    assert evaluate_cli.main(["--workdir", str(copy), "--data-dir", str(data),
+                              "--no-progress"]) == 0
+
+
+def test_write_result_on_a_real_full_disk_names_the_folder(trained, tmp_path, capsys):
+    """Issue 41: the probe (an empty file) passed on a full disk, and the result write failed
+    after the evaluation with "No space left on device" and no path. Fails on a05bdf0."""
+    workdir, data, _ = trained
+    with full_disk(tmp_path / "disk", keep=("runs",)) as disk:
+        err = _fails(["--workdir", str(workdir), "--data-dir", str(data), "--write-result",
+                      "--results-dir", str(disk)], capsys)
+        assert not [p for p in (disk / "runs").iterdir()]
+    assert "No space left on device" in err and str(disk / "runs") in err
+
+
+def test_a_workdir_path_that_is_not_utf8_is_one_line(trained, tmp_path, capsys):
+    """Issue 41: a work directory whose name has a byte that is not UTF-8 ended in a traceback
+    from the checkpoint library (tensorstore cannot take the path). Fails on a05bdf0."""
+    workdir, data, _ = trained
+    copy = Path(os.fsdecode(os.fsencode(tmp_path) + b"/wd-\xff"))
+    shutil.copytree(workdir, copy, ignore=shutil.ignore_patterns("lock"))
+    err = _fails(["--workdir", str(copy), "--data-dir", str(data)], capsys)
+    assert "not UTF-8" in err and "--workdir" in err
 
 
 @pytest.mark.slow

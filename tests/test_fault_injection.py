@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import ClassVar
 
 import pytest
-from helpers import cli_env, wait_until_training
+from helpers import cli_env, full_disk, wait_until_training
 
 import tasks
 from lra import leaderboard, release
@@ -215,9 +215,12 @@ def test_result_file_lost_between_the_two_writes_is_written_once(finished, tmp_p
     lost.parent.mkdir(parents=True)  # named in result.json, then the process was killed
     record["result_file"] = str(lost)
     (work / "result.json").write_text(json.dumps(record))
-    for _ in range(2):
+    # the first re-run writes the file and says so (issue 41: it said "nothing trained or
+    # written"), the second finds it
+    for said in ("existing run, its result file written now (nothing trained)",
+                 "existing result (nothing trained or written)"):
         code, out, _ = _run(*_args(finished[0].parent / "data", work, tmp_path / "results"))
-        assert code == 0 and "existing result" in out
+        assert code == 0 and f"{said}: {lost}" in out
     assert json.loads(lost.read_text())["metrics"] == record["metrics"]
     assert os.listdir(lost.parent) == ["lost.json"]
 
@@ -495,6 +498,43 @@ def test_a_disk_full_before_a_checksum_resumes_from_the_verified_checkpoint_and_
     assert (work / "checkpoints" / "rejected" / "last-10").is_dir()
 
 
+def test_a_results_dir_on_a_real_full_disk_fails_before_step_1_naming_it(base, tmp_path):
+    """Issue 41: the start-up probe created an empty file, which takes no block, so a results
+    folder on a full disk passed it; the run trained and then failed writing its result, with a
+    message naming no path. Fails on a05bdf0 (trained: metrics.jsonl written; "disk full: No
+    space left on device" without the folder)."""
+    with full_disk(tmp_path / "disk", keep=("results/runs",)) as disk:
+        code, _, err = _run(*_args(base / "data", tmp_path / "w", disk / "results"))
+    assert code == 1
+    _one_line_error(err)
+    assert "disk full" in err and str(disk / "results" / "runs") in err
+    assert not (tmp_path / "w" / "metrics.jsonl").exists()  # nothing trained
+
+
+def test_a_result_file_on_a_real_full_disk_is_named_and_the_rerun_says_it_writes_it(
+        base, finished, tmp_path):
+    """A completed run whose result file is not in the results folder (killed between its two
+    writes, or the disk filled during training, after the probe): writing it on a full disk
+    names the file; once there is space, the re-run writes it and says so. Fails on a05bdf0: the
+    error named no path, and the re-run printed "existing result (nothing trained or written)"
+    while it wrote the file."""
+    work = tmp_path / "w"
+    shutil.copytree(finished[0], work, ignore=shutil.ignore_patterns("lock"))
+    args = _args(base / "data", work, tmp_path / "disk" / "results")
+    with full_disk(tmp_path / "disk", keep=("results/runs",)) as disk:
+        code, _, err = _run(*args)
+        assert code == 1
+        _one_line_error(err)
+        [line] = [x for x in err.splitlines() if x.startswith("error:")]
+        assert line.startswith(f"error: disk full ({disk / 'results' / 'runs'}/"), line
+        (disk / "filler").unlink()
+        code, out, err = _run(*args)
+        assert code == 0, err[-3000:]
+        [written] = (disk / "results" / "runs").glob("*.json")
+    assert "nothing trained or written" not in out
+    assert f"existing run, its result file written now (nothing trained): {written}" in out
+
+
 def test_unwritable_results_dir_fails_before_step_1(base, tmp_path, monkeypatch):
     results = tmp_path / "results"
     real_open = os.open
@@ -522,6 +562,18 @@ def test_path_that_is_a_file_is_one_line(base, tmp_path, which):
     assert code == 1
     _one_line_error(err)
     assert "a-file" in err
+
+
+def test_a_workdir_path_that_is_not_utf8_is_refused_before_training(base, tmp_path):
+    """Issue 41: such a path trained, then failed at the first checkpoint save inside tensorstore
+    with a traceback ("Unable to cast Python instance of type <class 'str'>"). Fails on a05bdf0.
+    (A data or results folder with such a name works: only the checkpoint library refuses it.)"""
+    work = Path(os.fsdecode(os.fsencode(tmp_path) + b"/w-\xff"))
+    code, _, err = _run(*_args(base / "data", work, tmp_path / "results"))
+    assert code == 1
+    _one_line_error(err)
+    assert "--workdir" in err and "not UTF-8" in err and "w-\\xff" in err
+    assert not work.exists()
 
 
 def test_data_command_out_that_is_a_file_is_one_line(tmp_path, capsys):

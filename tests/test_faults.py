@@ -3,6 +3,7 @@ several emulated CPU devices, and two processes joined by jax.distributed."""
 
 import hashlib
 import json
+import shutil
 import signal
 import socket
 import subprocess
@@ -201,3 +202,76 @@ def test_two_processes_train_like_one(tmp):
     assert max(abs(a - b) for a, b in zip(one, two)) < 1e-5, (one, two)
     result = _result(tmp, "multi")
     assert result["device"]["count"] == 2 and result["device"]["process_count"] == 2
+
+
+# Sizes for a generation of some 10-20 s on two cores: long enough to be stopped mid-way.
+_GENERATION = {
+    "listops": {"train_size": 40000, "val_size": 100, "test_size": 100, "min_length": 100,
+                "max_length": 400, "max_depth": 6},
+    "pathfinder": {"num_images": 2000},
+}
+
+
+@pytest.mark.parametrize("task", ["listops", "pathfinder"])
+def test_sigterm_while_lra_run_generates_data_stops_it_and_the_rerun_goes_on(tmp_path, task):
+    """Issue 41: a stop signal while lra.run generated its data went unanswered until the whole
+    set was made (a minute and more; a cluster's grace period then ends in SIGKILL). Now the
+    generation stops at once (exit 75, one line), its finished shards (ListOps: shards of 256
+    trees; Pathfinder: batches of 1000 images) are kept, the re-run goes on from them without
+    making them again, and the data is the data of an uninterrupted generation (same
+    fingerprint). Fails on a05bdf0: the set was complete when the run exited."""
+    import tasks
+    from lra import data_fingerprint
+
+    options = _GENERATION[task]
+    data = tmp_path / "data"
+    cmd = [sys.executable, "-m", "lra.run", "--task", task, "--attn", "softmax", "--preset",
+           "tiny", "--data-dir", str(data), "--workdir", str(tmp_path / "w"), "--results-dir",
+           str(tmp_path / "results"), "--no-progress", "--set", "train.num_steps=2",
+           "--set", "train.eval_every=2",
+           *[x for k, v in options.items() for x in ("--set", f"data.{k}={v}")]]
+    finished = ".listops-shards/0.tsv.gz" if task == "listops" else "metadata/0.npy"
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            env=cli_env(1))
+    try:
+        deadline = time.time() + 300
+        while not list(data.rglob(finished)) and proc.poll() is None and time.time() < deadline:
+            time.sleep(0.02)
+        [first] = data.rglob(finished)  # the first shard is finished: generation is under way
+        before = first.stat()
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 75, err[-3000:]
+    assert "Traceback" not in err
+    assert err.strip().splitlines()[-1] == (
+        "SIGTERM: stopped while preparing the data (the parts already complete are kept); nothing "
+        "new to save; re-run the same command to go on")
+    if task == "listops":  # stopped mid-way: no split file, shards kept
+        assert not list(data.rglob("basic_*.tsv"))
+        kept = len(list(data.rglob(".listops-shards/*.tsv.gz")))
+        assert 1 <= kept < 40200 / 256
+    else:
+        assert not list(data.rglob("metadata/1.npy"))
+    assert not (tmp_path / "w" / "checkpoints").exists()
+
+    again = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=cli_env(1))
+    assert again.returncode == 0, again.stderr[-3000:]
+    if task == "listops":
+        assert f"ListOps: going on from the {kept} finished shards" in again.stderr
+        assert not list(data.rglob(".listops-shards"))  # gone once the files are written
+    else:
+        assert "generating 1000 of 2000 images" in again.stderr and "(it has 1000)" in again.stderr
+        after = first.stat()  # not made again
+        assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+
+    reference = tmp_path / "reference"
+    fingerprints = []
+    for cache in data.rglob("decoded"):  # Pathfinder's decoded-pixel cache, made by reading
+        shutil.rmtree(cache)
+    for where in (data, reference):
+        built = tasks.build(task, where, **options)
+        built.prepare()  # generates the reference, uninterrupted; finds the resumed data made
+        fingerprints.append(data_fingerprint.fingerprint(built.provenance(), where)["sha256"])
+    assert fingerprints[0] == fingerprints[1]

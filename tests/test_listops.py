@@ -178,7 +178,8 @@ def test_a_failed_write_leaves_no_file(tmp_path, monkeypatch):
     monkeypatch.setattr(_listops_gen, "_write_tsv", failing)
     with pytest.raises(OSError, match="disk full"):
         listops.generate(tmp_path, train=5, val=5, test=5, workers=1, progress=False, **SMALL)
-    assert list(tmp_path.iterdir()) == []
+    # no split file, no temporary; the finished shards are kept for the next try
+    assert [p.name for p in tmp_path.iterdir()] == [_listops_gen.SHARD_STORE]
 
 
 def test_options_that_cannot_give_enough_trees_fail_clearly(tmp_path):

@@ -288,6 +288,43 @@ def test_a_signal_at_any_stage_exits_75_and_the_rerun_finishes_like_an_uninterru
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("stage", ["eval", "finish", "result"])
+def test_a_signal_after_the_last_step_is_honoured_or_said(reference, data, tmp_path, stage):
+    """Issue 41: a signal during the last validation was swallowed: the run finished and exited 0
+    with nothing said. Now a signal up to the result's writes stops the run (the last step's
+    checkpoint saved, exit 75; the re-run tests it and writes the result as an uninterrupted run
+    would), and one during the writes (milliseconds) is said in one line after them (exit 0: the
+    run has completed). Validation only at the last step here, so that "eval" is its validation.
+    Fails on a05bdf0 for each stage: exit 0 and no line ("finish" and "result" are new stages)."""
+    args = _args(data, tmp_path / "w", tmp_path / "results")
+    args[args.index("train.eval_every=3")] = "train.eval_every=6"
+    cmd = [sys.executable, "-m", "lra.run", *args]
+    stopped = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
+                             env=cli_env(1, LRA_TEST_SIGNAL_AT=f"{stage}:SIGTERM"))
+    lines = stopped.stderr.strip().splitlines()
+    assert "Traceback" not in stopped.stderr
+    if stage == "result":
+        assert stopped.returncode == 0, stopped.stderr[-3000:]
+        assert lines[-1] == ("SIGTERM came while the result was being written: the run has "
+                             "completed and its result is written; nothing is left to resume")
+    else:
+        assert stopped.returncode == 75, stopped.stderr[-3000:]
+        assert not (tmp_path / "w" / "result.json").exists()
+        assert not list((tmp_path / "results").glob("runs/*.json"))
+        expected = ("SIGTERM: checkpoint saved at step 6" if stage == "eval" else
+                    "SIGTERM: stopped before the result was written; the checkpoint of the last "
+                    "step (6) is saved")
+        assert lines[-1].startswith(expected), lines[-3:]
+        again = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=cli_env(1))
+        assert again.returncode == 0, again.stderr[-3000:]
+        assert "resuming from step 6" in again.stderr
+    record = json.loads((tmp_path / "w" / "result.json").read_text())
+    assert record["metrics"]["params_sha256"] == reference["metrics"]["params_sha256"]
+    assert record["metrics"]["test_accuracy_at_last"] == reference["metrics"]["test_accuracy_at_last"]
+    assert len(list((tmp_path / "results").glob("runs/*.json"))) == 1
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("signame", ["SIGTERM", "SIGINT"])
 def test_a_signal_while_the_modules_load_exits_75_and_the_rerun_finishes(data, tmp_path, signame):
     """Fails on 040ea93: lra.run imported JAX and every family at module level, before main

@@ -107,3 +107,56 @@ def test_the_sweep_passes_the_wandb_flags_to_every_run(tmp_path, capsys):
             ("proj", "lab", "g1", "a,b")
     assert sweep.main(args[:-9] + ["--wandb-tags", "a", "--list"]) == 2
     assert "--wandb-tags without --wandb PROJECT" in capsys.readouterr().err
+
+
+def test_force_moves_the_wandb_run_aside_so_the_rerun_is_a_new_wandb_run(tmp_path, monkeypatch):
+    """Issue 41: --force (lra.workdir.move_aside) left ``wandb_id`` and ``wandb/`` in place, so the
+    forced re-run continued the old wandb run (which drops every step it had logged). Fails on
+    a05bdf0: the second id equals the first and nothing of wandb's is moved."""
+    from lra import workdir
+
+    seen = []
+
+    class FakeWandb:
+        @staticmethod
+        def init(**kwargs):
+            seen.append(kwargs["id"])
+            return object()
+
+    monkeypatch.setitem(sys.modules, "wandb", FakeWandb)
+    tracker.Wandb("p", tmp_path, name="n", config={})
+    (tmp_path / "wandb" / f"offline-run-x-{seen[0]}").mkdir(parents=True)
+    (tmp_path / workdir.RESULT_FILE).write_text('{"status": "completed"}')
+    (tmp_path / f".{workdir.RESULT_FILE}.abc.tmp").write_text("{")  # a killed write's temporary
+    moved = workdir.move_aside(tmp_path)
+    assert (moved / tracker.ID_FILE).read_text().strip() == seen[0]
+    assert (moved / "wandb" / f"offline-run-x-{seen[0]}").is_dir()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [moved.name]
+    tracker.Wandb("p", tmp_path, name="n", config={})
+    assert len(seen) == 2 and seen[1] != seen[0]
+
+
+@pytest.mark.slow
+def test_a_forced_rerun_logs_to_a_new_wandb_run(tmp_path):
+    """The same through ``lra.run --force`` with wandb itself (offline). Fails on a05bdf0: one run
+    id for both runs and one ``wandb/`` folder holding both."""
+    pytest.importorskip("wandb")
+    work = tmp_path / "work"
+    cmd = [sys.executable, "-m", "lra.run", "--task", "listops", "--attn", "softmax",
+           "--preset", "tiny", "--data-dir", str(tmp_path / "data"), "--workdir", str(work),
+           "--results-dir", str(tmp_path / "res"), "--no-progress", "--wandb", "lra-tests",
+           *SMALL_LISTOPS, "--set", "train.num_steps=2", "--set", "train.eval_every=2"]
+    env = cli_env(WANDB_MODE="offline", WANDB_SILENT="true", WANDB_DIR=str(tmp_path))
+    first = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
+    assert first.returncode == 0, first.stderr[-3000:]
+    first_id = (work / tracker.ID_FILE).read_text().strip()
+    again = subprocess.run([*cmd, "--force"], capture_output=True, text=True, timeout=600,
+                           env=env)
+    assert again.returncode == 0, again.stderr[-3000:]
+    second_id = (work / tracker.ID_FILE).read_text().strip()
+    assert second_id != first_id
+    (previous,) = work.glob("previous-*")
+    assert (previous / tracker.ID_FILE).read_text().strip() == first_id
+    assert list((previous / "wandb").glob(f"offline-run-*-{first_id}"))
+    assert [p.name for p in (work / "wandb").glob("offline-run-*")] == [
+        p.name for p in (work / "wandb").glob(f"offline-run-*-{second_id}")]
