@@ -466,14 +466,16 @@ def test_csv_tex_and_markdown_agree_and_mark_seeds_at_chance(tmp_path):
     assert rows[0].split(",") == list(leaderboard.export.CSV_COLUMNS)
     soft = next(r for r in rows if r.startswith("lra,small,cpu x1,test_accuracy_at_last,listops,softmax,"))
     # seed 2 at 10% on 1000 ten-class examples: within one standard error (0.95%) of 1/10
-    assert soft.split(",")[8:] == ["3", "30.0000", "17.3494", "-13.1017", "73.1017", "1", "0", "1", "0"]
-    assert "| 30.00 ± 17.35 [-13.10, 73.10] (3) ≈ 1/3 at chance |" in md  # tied with linear
+    # the interval clipped to [0, 100] (issue 45; it was [-13.10, 73.10]) and said so
+    assert soft.split(",")[8:18] == ["3", "30.0000", "17.3494", "0.0000", "73.1017", "1", "0", "1",
+                                     "0", "1"]
+    assert "| 30.00 ± 17.35 [0.00, 73.10] (3) ≈ 1/3 at chance |" in md  # tied with linear
     over = next(r for r in rows if ",linear,[model.num_layers=3]," in r)
-    assert over.split(",")[-4:] == ["0", "0", "0", "0"]  # never best, never tied: its own row
+    assert over.split(",")[14:17] == ["0", "0", "0"]  # never best, never tied: its own row
     tex = (results / "leaderboard.tex").read_text()
-    assert "\\toprule" in tex and "\\textbf{31.00 $\\pm$ 1.41}$^{\\dagger}$" in tex
-    assert "(1/3 at chance)" in tex and "linear {[}model.num\\_layers=3{]}" in tex
-    assert "Published test accuracy" in tex and "sinkhorn & 33.67" in tex
+    assert "\\toprule" in tex and "\\textbf{31.00}$^{\\dagger}$ {\\scriptsize $\\pm$1.41}" in tex
+    assert "$^{\\circ}$" in tex and "Linear Transformer {\\scriptsize {[}model.num\\_layers=3{]}}" in tex
+    assert "Published test accuracy" in tex and "Sinkhorn Transformer$^{a}$ & 33.67" in tex
 
 
 def test_the_latex_compiles(tmp_path):

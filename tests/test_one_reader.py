@@ -215,7 +215,7 @@ def test_an_empty_shard_is_success(tmp_path, capsys):
 
 
 def _tex_tables(tex):
-    return [t for t in tex.split("\\begin{table}")[1:]]
+    return tex.split("\\begin{table*}")[1:]
 
 
 def test_latex_keeps_override_and_other_data_rows_out_of_the_ranked_table(tmp_path):
@@ -231,8 +231,9 @@ def test_latex_keeps_override_and_other_data_rows_out_of_the_ranked_table(tmp_pa
     _write(res, "override", override)
     _write(res, "other", _on(run_record("listops", "softmax", "small", 3, 0.8, 0.8), B))
     tex = build_all(res, [])["tex"]
-    ranked, variants = [t for t in _tex_tables(tex) if "Measured" in t]
-    assert "bold: best" in ranked and "num\\_steps" not in ranked and "data bbbbbbbb" not in ranked
+    ranked, variants = [t for t in _tex_tables(tex) if "Published" not in t]
+    assert "{Bold}: the best" in ranked and "num\\_steps" not in ranked
+    assert "data bbbbbbbb" not in ranked
     assert "not ranked" in variants and "\\textbf" not in variants
     assert "num\\_steps=2" in variants and "data bbbbbbbb" in variants
 
@@ -245,8 +246,8 @@ def test_equal_means_are_both_best_and_neither_is_merely_tied(tmp_path):
         for seed, acc in ((0, 0.40), (1, 0.42)):
             _write(res, f"{family}{seed}", _on(run_record("listops", family, "small", seed, acc, acc), A))
     out = build_all(res, [])
-    rows = [r for r in csv.DictReader(io.StringIO(out["csv"]))
-            if r["metric"] == "test_accuracy_at_last" and r["task"] == "listops"]
+    rows = [r for r in csv.DictReader(io.StringIO(out["csv"])) if r["preset"] == "small"
+            and r["metric"] == "test_accuracy_at_last" and r["task"] == "listops"]
     assert {(r["family"], r["best"], r["tied"]) for r in rows} == {("linear", "1", "0"),
                                                                  ("softmax", "1", "0")}
     assert "| linear | **41.00" in out["markdown"] and "| softmax | **41.00" in out["markdown"]

@@ -29,7 +29,7 @@ from lra import atomic, stop_signals
 from lra.leaderboard import browser, curves, reader
 from lra.leaderboard.accuracy import MODERN_HEADLINE_AND_SECOND, accuracy_section
 from lra.leaderboard.efficiency import FIGURE_PREFIX, FIGURES_DIR, efficiency_section
-from lra.leaderboard.export import to_csv, to_tex
+from lra.leaderboard.export import to_csv, to_tex, to_tex_with_published
 from lra.leaderboard.load import (
     PEERS_PATTERN,
     ResultFileError,
@@ -49,6 +49,7 @@ from lra.results import RESULTS_DIR_HELP, default_results_dir
 SITE_DIR = "site"  # the web page's folder, beside the Markdown
 CSV_FILE = "leaderboard.csv"
 TEX_FILE = "leaderboard.tex"
+TEX_PUBLISHED_FILE = "leaderboard-published.tex"  # measured next to published, per protocol
 
 
 def _peers_lines(results_dir: Path, valid: list[Path]) -> list[str]:
@@ -121,7 +122,7 @@ def build_all(results_dir: Path, skipped: list[str] | None = None, *,
     page = site_files(cells, all_runs, bench, newest_peers, [p.name for p in peers_files[:-1]],
                       results_href=results_href)
     return {"markdown": "\n".join(lines).rstrip() + "\n", "figures": figs, "csv": to_csv(cells),
-            "tex": to_tex(cells), "site": page}
+            "tex": to_tex(cells), "tex_published": to_tex_with_published(cells), "site": page}
 
 
 def build(results_dir: Path, skipped: list[str] | None = None) -> tuple[str, dict[str, bytes]]:
@@ -234,6 +235,7 @@ def write(results_dir: Path, out: dict[str, Any], html_dir: Path | None = None) 
         replace_file(fig_dir / name, data)
     replace_file(results_dir / CSV_FILE, out["csv"].encode())
     replace_file(results_dir / TEX_FILE, out["tex"].encode())
+    replace_file(results_dir / TEX_PUBLISHED_FILE, out["tex_published"].encode())
     page = results_dir / "LEADERBOARD.md"
     replace_file(page, out["markdown"].encode())
     site = ""
@@ -242,5 +244,5 @@ def write(results_dir: Path, out: dict[str, Any], html_dir: Path | None = None) 
             (html_dir / name).parent.mkdir(parents=True, exist_ok=True)
             replace_file(html_dir / name, data)
         site = f", the web page {html_dir / INDEX}"
-    return (f"{page}, {CSV_FILE}, {TEX_FILE}{site}"
+    return (f"{page}, {CSV_FILE}, {TEX_FILE}, {TEX_PUBLISHED_FILE}{site}"
             + (f" and {len(figs)} figures in {fig_dir}" if figs else ""))

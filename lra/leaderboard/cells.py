@@ -16,10 +16,11 @@ T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2
         2.052, 2.048, 2.045, 2.042)
 
 
-CELL_LEGEND = ("Each cell: mean ± sample std over seeds [95% Student-t interval of the mean] (n "
-               "seeds); **bold**: the task's best mean; ≈: its interval overlaps the best's "
-               "(tied with it: no real difference shown); †: fewer seeds than the table's usual n; "
-               "k/n at chance: k of the n seeds within one standard error of chance (README).")
+CELL_LEGEND = ("Each cell: mean ± sample std over seeds [95% Student-t interval of the mean, clipped "
+               "to [0, 100]] (n seeds); **bold**: the task's best mean among cells with no seed at "
+               "chance; ≈: its interval overlaps the best's (tied with it: no real difference "
+               "shown); †: fewer seeds than the table's usual n; k/n at chance: k of the n seeds "
+               "within one standard error of chance (README), never bold.")
 
 
 def t975(df: int) -> float:
@@ -28,13 +29,15 @@ def t975(df: int) -> float:
 
 @dataclass(frozen=True)
 class CellStats:
-    """Seeds of one (family, task) cell, in percent: the interval is mean ± t * std / sqrt(n)."""
+    """Seeds of one (family, task) cell, in percent: the interval is mean ± t * std / sqrt(n),
+    clipped to the metric's range [0, 100] (``clipped`` says where it was)."""
 
     n: int
     mean: float
     std: float | None = None  # sample std (n - 1), where n >= 2
     low: float | None = None
     high: float | None = None
+    clipped: bool = False
 
 
 def cell_stats(values: list[float]) -> CellStats | None:
@@ -48,7 +51,10 @@ def cell_stats(values: list[float]) -> CellStats | None:
         return CellStats(1, mean)
     std = statistics.stdev(pct)
     half = t975(len(pct) - 1) * std / math.sqrt(len(pct))
-    return CellStats(len(pct), mean, std, mean - half, mean + half)
+    # An accuracy lies in [0, 100]: with two seeds t(0.975, 1) = 12.7 stretches the interval far
+    # past both ends, and a printed [-68.25, 110.43] is no statement about the model.
+    low, high = max(mean - half, 0.0), min(mean + half, 100.0)
+    return CellStats(len(pct), mean, std, low, high, clipped=(low, high) != (mean - half, mean + half))
 
 
 def _cell(s: CellStats | None, *, best: bool = False, tied: bool = False, few: bool = False,
@@ -87,7 +93,8 @@ def cell_objects(cells: dict[tuple[str, str], list[float]], attns: list[str],
                  task_names: list[str], *, ranked: bool = True,
                  at_chance: dict[tuple[str, str], int] | None = None) -> dict[tuple[str, str], Cell]:
     """Every (attention, task) cell's text with its markers: per task the best mean in bold (every
-    family with that mean: equal means are tied for best), the families whose 95% interval overlaps
+    family with that mean: equal means are tied for best; a cell with a seed at chance is never
+    best), the families whose 95% interval overlaps
     a best's marked tied (only where both have n >= 2), and
     cells with fewer seeds than the table's most common n (the larger on a tie) flagged. Unranked
     (rows of different configs): no best and no ties. ``at_chance``: seeds at chance per cell."""
@@ -97,9 +104,11 @@ def cell_objects(cells: dict[tuple[str, str], list[float]], attns: list[str],
     out = {}
     for t in task_names:
         column = {a: stats[(a, t)] for a in attns if stats[(a, t)] is not None}
-        top_mean = max((s.mean for s in column.values()), default=None)
+        # A cell with a seed at chance is never best: its mean says nothing it has learned.
+        eligible = {a: s for a, s in column.items() if not (at_chance or {}).get((a, t), 0)}
+        top_mean = max((s.mean for s in eligible.values()), default=None)
         # Equal means are equally best: every one of them is bold, none is "tied" with another.
-        bests = [a for a, s in column.items() if s.mean == top_mean]
+        bests = [a for a, s in eligible.items() if s.mean == top_mean]
         for a in attns:
             s = stats[(a, t)]
             tied = (s is not None and a not in bests
