@@ -19,7 +19,8 @@ T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2
 CELL_LEGEND = ("Each cell: mean ± sample std over seeds [95% Student-t interval of the mean] (n "
                "seeds); **bold**: the task's best mean; ≈: its interval overlaps the best's "
                "(tied with it: no real difference shown); †: fewer seeds than the table's usual n; "
-               "k/n at chance: k of the n seeds within one standard error of chance (README).")
+               "k/n at chance: k of the n seeds within one standard error of chance "
+               "(docs/results.md \"What a cell shows\").")
 
 
 def t975(df: int) -> float:
@@ -69,7 +70,7 @@ class Cell:
     best: bool = False
     tied: bool = False
     few: bool = False
-    at_chance: int = 0  # seeds at chance (the README's rule)
+    at_chance: int = 0  # seeds at chance (docs/results.md "What a cell shows")
 
     def text(self) -> str:
         return _cell(self.stats, best=self.best, tied=self.tied, few=self.few, chance=self.at_chance)
