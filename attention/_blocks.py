@@ -37,7 +37,8 @@ blocks, by a one-hot product; sinkhorn (block 64, H=8) 0.96x at 1024 and 0.94x a
 What is left is XLA:CPU's batched matmul on small matrices: a batch of 2048 [64 x 64] x [64 x 128]
 products (the logits of B=4, H=8, L=1024 in blocks of 64 against 128 keys) runs at 19 GFLOP/s, 7.6x
 the time of PyTorch's ``bmm`` on the same 2-core host, while one large product is at parity
-(``python -m lra.bench.peers --gemm``, README "Against third-party implementations"). Regrouping the blocks
+(``python -m lra.bench.peers --gemm``, docs/efficiency.md "Against third-party implementations").
+Regrouping the blocks
 (a ``lax.map`` over them, or several blocks per product with the waste masked) was measured and did
 not pay.
 

@@ -31,7 +31,8 @@ other way (contiguously), so the mask did not line up with the groups: pads were
 wrong queries. We implement the contiguous blocks that the paper describes; LRA's Local-Attention
 numbers (avg 46.06) come from the strided variant and should be read with that in mind. With
 strided groups and no global token, LRA's CLS saw every (L / b)-th token; our global CLS token sees
-every token (a departure in the model's favour on CLS-pooled tasks; README "Comparability").
+every token (a departure in the model's favour on CLS-pooled tasks; docs/families-and-protocols.md
+"Comparability with LRA's Table 1").
 """
 
 from __future__ import annotations

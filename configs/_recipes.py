@@ -6,7 +6,7 @@ schedule and the full budget (``paper`` scale). Sources: the papers and reposito
 (S5 section 1, S4D section 2, LRU section 3, Mega section 4). Steps per epoch are derived here as
 train examples // batch (the trainer drops no example: it draws epoch permutations).
 
-What this suite cannot express, and uses instead (README "Two protocols"):
+What this suite cannot express, and uses instead (docs/families-and-protocols.md "Two protocols"):
 
 * S5's ``half_glu2`` (ListOps, IMDB) and the S4 block's full GLU / LRU's two-matrix GLU run as the
   encoder's half-GLU (``model.channel_mixer=glu``, S5's ``half_glu1``); S5's ``dt_global`` and

@@ -71,9 +71,9 @@ ATTENTION: dict[str, dict] = {
 }
 
 
-# --protocol modern (lra.config's docstring; README "Two protocols"): "*" applies to every family on
-# this task, the named entries are the families' published recipes at their full budget (configs/
-# _recipes.py maps them to config keys and lists what this suite runs differently). Attention
+# --protocol modern (lra.config's docstring; docs/families-and-protocols.md "Two protocols"): "*" applies to
+# every family on this task, the named entries are the families' published recipes at their full budget
+# (configs/_recipes.py maps them to config keys and lists what this suite runs differently). Attention
 # families keep their LRA size and budget above, with mean pooling and pre-norm.
 # Pixels: values normalised by task.pixel_stats through a linear encoder (S5, S4, Mega).
 MODERN: dict[str, dict] = {

@@ -58,9 +58,9 @@ ATTENTION: dict[str, dict] = {
 }
 
 
-# --protocol modern (lra.config's docstring; README "Two protocols"): "*" applies to every family on
-# this task, the named entries are the families' published recipes at their full budget (configs/
-# _recipes.py maps them to config keys and lists what this suite runs differently). Attention
+# --protocol modern (lra.config's docstring; docs/families-and-protocols.md "Two protocols"): "*" applies to
+# every family on this task, the named entries are the families' published recipes at their full budget
+# (configs/_recipes.py maps them to config keys and lists what this suite runs differently). Attention
 # families keep their LRA size and budget above, with mean pooling and pre-norm.
 # Text: the modern recipes read 4096 characters (S5, S4 l_max 4096; Mega 4002), not LRA's 1000.
 MODERN: dict[str, dict] = {

@@ -278,7 +278,7 @@ def add_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--executor", default="subprocess", choices=EXECUTORS,
                    help="subprocess: one lra.run after another here (default); local: submitit's "
                         "local executor; slurm: one SLURM job array; debug: submitit in this "
-                        "process (README 'Running on a cluster')")
+                        "process (docs/sweeps-and-clusters.md 'Running on a cluster')")
     g = p.add_argument_group("--executor local|slurm|debug (submitit)")
     g.add_argument("--max-requeues", type=int, default=3,
                    help="how often an interrupted cell is run again (default: 3)")

@@ -1,6 +1,7 @@
 """Run configuration: typed dataclasses, presets from configs/<task>.py, command-line overrides.
 
-Two protocols (``--protocol``; README "Two protocols"), orthogonal to the preset (the scale):
+Two protocols (``--protocol``; docs/families-and-protocols.md "Two protocols"), orthogonal to the
+preset (the scale):
 
 * ``lra`` (the default): dataclass defaults < the task's ``BASE`` < the task's ``ATTENTION[attention]``
   deltas (tuned per family by LRA or the family's paper) < the task's ``PRESETS[preset]`` <
@@ -115,7 +116,7 @@ class TrainConfig:
     eval_batches: int = option(0, low=0)  # batches per validation pass; 0 = the whole split
     checkpoint_every: int = option(500, low=1)
     log_every: int = option(10, low=1)
-    # evaluations in a row at chance before a notice (README); 0 = off
+    # evaluations in a row at chance before a notice (docs/running.md "Watching a run learn"); 0 = off
     chance_patience: int = option(3, low=0)
 
 

@@ -46,7 +46,7 @@ TENSORBOARD_TAGS = {"train": ("loss", "accuracy", "lr", "grad_norm", "steps_per_
                     "val": ("loss", "accuracy")}
 # Splits written after the last checkpoint: a resumed run writes them again, so resuming drops them.
 AFTER_LAST_CHECKPOINT = ("test_at_last",)
-README_SECTION = "If a task stays at chance"
+CHANCE_HELP = 'docs/running.md "If a task stays at chance"'  # where the at-chance notice points
 
 
 class MetricsLog:
@@ -310,6 +310,6 @@ class AtChance:
         self.said = True
         return (f"note: validation accuracy has stayed within one standard error of chance "
                 f"({self.chance:.3f} ± {se:.3f}, {examples} examples) for {len(self.streak)} "
-                f"evaluations (steps {self.streak[0]}-{step}, now {accuracy:.3f}); see README, "
-                f"\"{README_SECTION}\" (learning rate, warm-up, normalisation). "
+                f"evaluations (steps {self.streak[0]}-{step}, now {accuracy:.3f}); see "
+                f"{CHANCE_HELP} (learning rate, warm-up, normalisation). "
                 f"--set train.chance_patience=0 silences this.")

@@ -42,8 +42,9 @@ from lra.results import RESULTS_DIR_HELP, default_results_dir
 # lra.leaderboard (published numbers) loads matplotlib: imported inside the functions, after ``main``
 # installed the stop-signal handler.
 
-# Where every LRA-protocol row departs from LRA's own run (README "Comparability with LRA's Table
-# 1": the fixes there apply to every family and move results toward what the model can do).
+# Where every LRA-protocol row departs from LRA's own run (docs/families-and-protocols.md
+# "Comparability with LRA's Table 1": the fixes there apply to every family and move results toward
+# what the model can do).
 LRA_COMMON = {  # per task (the fixes that apply to every family there)
     "listops": "the ListOps vocabulary fixed (16 ids; LRA's had an unused OOV id)",
     "text": "",
@@ -257,8 +258,8 @@ def table(row: Row, cells: dict[Any, dict[int, dict]], seeds: list[int], preset:
     lines.append("at chance: test accuracy within one standard error of 1/classes, "
                  "sqrt(p (1 - p) / n) on the seed's n test examples")
     if row.departs:
-        where = ("README 'Comparability with LRA's Table 1'" if row.protocol == "lra"
-                 else "README 'Two protocols'")
+        where = ('docs/families-and-protocols.md "Comparability with LRA\'s Table 1"'
+                 if row.protocol == "lra" else 'docs/families-and-protocols.md "Two protocols"')
         lines.append(f"this suite's config departs from the row's: {row.departs} ({where})")
     if row.printed == published.FAIL:
         lines.append("printed FAIL: the source reports the model at chance (no accuracy printed)")

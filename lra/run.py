@@ -54,7 +54,7 @@ def parser() -> argparse.ArgumentParser:
                    help="lra: LRA's published setup per task (the default); modern: each family's "
                         "published modern recipe (S5, S4D, LRU, Mega; attention families with mean "
                         "pooling, pre-norm, best-validation selection). Never ranked together; "
-                        "see README 'Two protocols'")
+                        "see docs/families-and-protocols.md 'Two protocols'")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--workdir", type=Path, default=None,
                    help="checkpoints, metrics.jsonl and tensorboard/; re-running with the same "
@@ -76,8 +76,8 @@ def parser() -> argparse.ArgumentParser:
                         "(defaults included), and exit")
     p.add_argument("--wandb", default=None, metavar="PROJECT",
                    help="also log to Weights & Biases project PROJECT (needs `pip install wandb`; "
-                        "WANDB_MODE=offline works without a network); see README 'Watching a run "
-                        "learn'")
+                        "WANDB_MODE=offline works without a network); see "
+                        "docs/running.md 'Watching a run learn'")
     p.add_argument("--wandb-entity", default=None, metavar="ENTITY",
                    help="with --wandb: the team or user that owns the project (default: wandb's "
                         "default entity of the logged-in user)")
@@ -88,8 +88,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--xla-cpu-fusions", default="auto", choices=("auto", "on", "off"),
                    help="on CPU, compile the training step with XLA's YNN library fusions (on), "
                         "without (off), or time both and keep the faster (auto, the default; a "
-                        "resumed run keeps its first choice); see README 'Efficiency benchmark'")
-    dist = p.add_argument_group("multi-host (see README)")
+                        "resumed run keeps its first choice); see docs/running.md 'Running'")
+    dist = p.add_argument_group("multi-host (see docs/running.md 'Devices, scale and faults')")
     dist.add_argument("--coordinator", default=None, help="host:port of process 0")
     dist.add_argument("--num-processes", type=int, default=None)
     dist.add_argument("--process-id", type=int, default=None)
@@ -282,7 +282,7 @@ def out_of_memory_message(err: Exception, cfg, workdir: Path) -> str:
     first = str(err).strip().splitlines()[0]
     levers = [f"--set train.grad_accum=K (the batch of {cfg.train.batch_size} in K pieces, same "
               f"training)", "--set model.remat=true", "--set model.dtype=bfloat16",
-              "a smaller --set train.batch_size", "a sub-quadratic --attn (see README's family table)"]
+              "a smaller --set train.batch_size", "a sub-quadratic --attn (see README 'Attention families')"]
     if cfg.attention == "softmax":
         chunk = int(cfg.attn.get("query_chunk", 0))
         smaller = 512 if chunk == 0 or chunk > 512 else max(chunk // 4, 16)

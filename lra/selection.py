@@ -21,7 +21,7 @@ from typing import Any
 
 from lra import config as config_lib
 
-# The protocol's headline test accuracy (README "Two protocols").
+# The protocol's headline test accuracy (docs/families-and-protocols.md "Two protocols").
 HEADLINE = {"lra": "test_accuracy_at_last", "modern": "test_accuracy_at_best_val"}
 VALIDATION_IS_TEST = ("text",)
 

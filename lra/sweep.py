@@ -588,7 +588,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--seeds", default="0", help="e.g. 0,1,2 or 0-4 (default: 0)")
     p.add_argument("--preset", default="paper", choices=config_lib.PRESETS)
     p.add_argument("--protocol", default="lra", choices=config_lib.PROTOCOLS,
-                   help="lra (default) or modern: passed to every lra.run (README 'Two protocols')")
+                   help="lra (default) or modern: passed to every lra.run "
+                        "(docs/families-and-protocols.md 'Two protocols')")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="passed on to every run (lra.run --set)")
     p.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2",

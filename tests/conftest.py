@@ -38,8 +38,8 @@ import jax  # noqa: E402
 jax.config.update("jax_numpy_rank_promotion", "raise")
 
 
-# The fast lane (``pytest -m "not slow"``, README "Development"): the per-family checks run there for
-# these families only, one of each kind of machinery (dense, blocked, random features and their
+# The fast lane (``pytest -m "not slow"``, CONTRIBUTING.md "The fast lane"): the per-family checks
+# run there for these families only, one of each kind of machinery (dense, blocked, random features and their
 # redraw, a state-space convolution, a chunked decayed scan); the full suite runs them for every
 # family. Two kinds of file are per-family: the shared checks (``PER_FAMILY_FILES``: a test
 # parametrized by another family's name is marked ``slow``) and each family's own reference tests

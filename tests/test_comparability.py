@@ -242,7 +242,8 @@ def lra_transformer_params(task: str) -> int:
 
 
 def documented_differences(task: str) -> int:
-    """Our count minus LRA's, each term a fix or departure stated in README's comparability table."""
+    """Our count minus LRA's, each term a fix or departure stated in docs/families-and-protocols.md
+    "Comparability with LRA's Table 1"."""
     m = lra_config.load(task, "softmax").model
     emb, mlp = m.emb_dim, m.mlp_dim
     return {

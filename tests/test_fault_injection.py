@@ -729,7 +729,7 @@ def test_disk_full_during_fetch_is_not_a_lost_connection(tmp_path, server, monke
 def test_stalled_server_is_given_up_on_quickly(tmp_path, server):
     import inspect
 
-    assert inspect.signature(release.download).parameters["timeout"].default == 30  # README
+    assert inspect.signature(release.download).parameters["timeout"].default == 30  # docs/tasks-and-data.md
     _Server.stall = True
     t0 = time.time()
     with pytest.raises(release.ReleaseError, match="stalled"):

@@ -222,7 +222,7 @@ def test_shuffled_labels_run_gets_the_at_chance_notice(tmp_path, monkeypatch, ca
     assert record["eval_history"]["val_accuracy"][:3] == [0.5, 0.5, 0.5]
     notices = [line for line in err.splitlines() if "stayed within one standard error" in line]
     assert len(notices) == 1, err
-    assert "steps 5-15" in notices[0] and 'README, "If a task stays at chance"' in notices[0]
+    assert "steps 5-15" in notices[0] and 'docs/running.md "If a task stays at chance"' in notices[0]
 
 
 # ----------------------------------------------------------------------------------------------

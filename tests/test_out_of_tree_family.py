@@ -1,9 +1,10 @@
 """An attention family from outside this tree, installed through the entry-point group, trains.
 
-The family is README's own example, taken from README as written (editing that block changes what
-runs here): it is installed as a throw-away distribution (a ``*.dist-info`` with an
-``entry_points.txt`` in a temporary directory on PYTHONPATH), trained one step by ``python -m lra.run``
-with the tiny preset, and put through the contract tests as README says.
+The family is the example of attention/README.md "Add an attention family in one file", taken
+from that page as written (editing that block changes what runs here): it is installed as a
+throw-away distribution (a ``*.dist-info`` with an ``entry_points.txt`` in a temporary directory on
+PYTHONPATH), trained one step by ``python -m lra.run`` with the tiny preset, and put through the
+contract tests as that page says.
 """
 
 from __future__ import annotations
@@ -24,15 +25,15 @@ NAME = "relu_linear"
 
 
 def readme_family_code() -> str:
-    text = (ROOT / "README.md").read_text()
-    section = text[text.index("### Add an attention family"):]
+    text = (ROOT / "attention" / "README.md").read_text()
+    section = text[text.index("## Add an attention family in one file"):]
     return re.search(r"```python\n(.*?)```", section, re.S).group(1)
 
 
 @pytest.fixture(scope="module")
 def plugin_env(tmp_path_factory) -> dict[str, str]:
-    """A site directory holding README's family as module ``lra_readme_family`` and a dist-info
-    that registers it under ``lra.attention``; the returned environment puts it on sys.path."""
+    """A site directory holding attention/README.md's family as module ``lra_readme_family`` and a
+    dist-info that registers it under ``lra.attention``; the returned environment puts it on sys.path."""
     site = tmp_path_factory.mktemp("site")
     code = readme_family_code()
     class_name = re.search(rf'@register\("{NAME}"\)\nclass (\w+)', code).group(1)
@@ -66,8 +67,8 @@ def test_installed_family_trains_one_step_through_the_trainer(plugin_env, tmp_pa
 
 @pytest.mark.slow
 def test_readme_family_passes_the_tests_readme_names(plugin_env):
-    """README: `python -m pytest tests/test_attention_contract.py -k relu_linear` checks it; its
-    memory claim is checked too, and installing it leaves README's table (this tree's) valid."""
+    """attention/README.md: `python -m pytest tests/test_attention_contract.py -k relu_linear` checks
+    it; its memory claim is checked too, and installing it leaves README's table (this tree's) valid."""
     cmd = [sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:randomly", "-p", "no:cacheprovider",
            "tests/test_attention_contract.py", "tests/test_attention_memory.py", "tests/test_readme.py",
            "-k", f"{NAME} or test_readme"]

@@ -1,5 +1,5 @@
-"""README's "Add a task in two files" example, taken from README as written, meets the task contract
-and trains through ``python -m lra.run``.
+"""tasks/README.md's "Add a task in two files" example, taken from that page as written, meets the
+task contract and trains through ``python -m lra.run``.
 
 The two code blocks of that section become ``parity.py`` in a temporary ``tasks`` folder and
 ``parity.py`` in a temporary ``configs`` folder; the run's process adds both folders to the
@@ -33,9 +33,9 @@ runpy.run_module("lra.run", run_name="__main__", alter_sys=True)
 
 
 def readme_task_blocks() -> tuple[str, str]:
-    text = (ROOT / "README.md").read_text()
-    section = text[text.index("### Add a task in two files"):]
-    section = section[:section.index("\n## ")]
+    text = (ROOT / "tasks" / "README.md").read_text()
+    section = text[text.index("## Add a task in two files"):]
+    section = section[:section.index("\n## ", 1)]
     task_code, config_code = re.findall(r"```python\n(.*?)```", section, re.S)[:2]
     return task_code, config_code
 
@@ -54,7 +54,7 @@ def example_dirs(tmp_path_factory) -> tuple[Path, Path]:
 def test_the_task_is_not_in_this_tree():
     import tasks
 
-    assert NAME not in tasks.available()  # else the test would not exercise README's files
+    assert NAME not in tasks.available()  # else the test would not exercise the page's files
 
 
 def test_readme_task_meets_the_contract(example_dirs, tmp_path):

@@ -5,8 +5,8 @@
 
 The harness times third-party attention implementations next to ours, each case in its own process,
 with a fixed GEMM probe before and after every case (its docstring gives the protocol). It runs under
-the peers venv's python (``--python``), where torch and the peer packages live; README "Against
-third-party implementations" tells how to build that venv, every version pinned. This wrapper writes
+the peers venv's python (``--python``), where torch and the peer packages live; docs/efficiency.md
+"Against third-party implementations" tells how to build that venv, every version pinned. This wrapper writes
 ``results/efficiency/peers-cpu-<UTC date and time>.jsonl``: a first ``peers_run`` line (this
 checkout's commit and whether it is dirty, the harness command, the host CPU, the date, and a GEMM
 probe of the idle machine taken before the first case), then the harness's own lines, appended by
@@ -202,8 +202,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, list[
                         "column)")
     p.add_argument("--xla-cpu-fusions", default=None, choices=("on", "off"),
                    help="compile the JAX cases with XLA:CPU's YNN fusions (on: XLA's default) or "
-                        "without (off), as lra.run picks per model (README 'Running'); recorded in "
-                        "the file. Default: as XLA_FLAGS says")
+                        "without (off), as lra.run picks per model (docs/running.md 'Running'); recorded "
+                        "in the file. Default: as XLA_FLAGS says")
     p.add_argument("--out", type=Path, default=None,
                    help="the jsonl to write (default: <results-dir>/efficiency/peers-cpu-<date>.jsonl);"
                         " an existing file is never appended to")
@@ -218,8 +218,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, list[
 def main(argv: list[str] | None = None) -> int:
     args, harness_args = parse_args(argv)
     if not Path(args.python).exists():
-        print(f"error: no python at {args.python}: create the peers venv as README "
-              f"'Against third-party implementations' says", file=sys.stderr)
+        print(f"error: no python at {args.python}: create the peers venv as "
+              f"docs/efficiency.md 'Against third-party implementations' says", file=sys.stderr)
         return 2
     if args.gemm:
         try:

@@ -35,8 +35,8 @@ under ``<mode>_`` prefixes: ``ms_median``, ``ms_min``, ``n``, ``probe_gflops`` [
 is ``ok``, ``partial``, ``failed`` or ``unavailable`` (package or official file missing).
 
 Official code that is not on PyPI is read from ``$PEERS_THIRD_PARTY`` (default
-``$PEERS_HOME/third_party``), outside the repository: README "Against third-party
-implementations" says which files go there.
+``$PEERS_HOME/third_party``), outside the repository: docs/efficiency.md
+"Against third-party implementations" says which files go there.
 """
 
 from __future__ import annotations

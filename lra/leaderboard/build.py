@@ -76,7 +76,8 @@ def build_all(results_dir: Path, skipped: list[str] | None = None, *,
         skipped.extend(result_set.skipped)
     all_runs, superseded = result_set.runs, result_set.superseded
     evaluations = result_set.evaluations
-    # The two protocols are never ranked together: one table set each (README "Two protocols").
+    # The two protocols are never ranked together: one table set each (docs/families-and-protocols.md
+    # "Two protocols").
     runs = [r for r in all_runs if protocol(r) == "lra"]
     modern = [r for r in all_runs if protocol(r) == "modern"]
     bench = load_efficiency(results_dir, skipped)
@@ -115,8 +116,8 @@ def build_all(results_dir: Path, skipped: list[str] | None = None, *,
     lines += published_efficiency_section()
     lines += ["## Tables and figures for a paper", "",
               f"The accuracy cells above, also as `{CSV_FILE}` (one row per cell) and `{TEX_FILE}` "
-              "(booktabs tables); every figure also as SVG and PDF under `figures/` (README \"Tables "
-              "and figures for a paper\").", ""]
+              "(booktabs tables); every figure also as SVG and PDF under `figures/` "
+              "(docs/results.md \"Tables and figures for a paper\").", ""]
     newest_peers = ((peers_files[-1].name, _peers_lines(results_dir, peers_files[-1:]))
                     if peers_files else None)
     page = site_files(cells, all_runs, bench, newest_peers, [p.name for p in peers_files[:-1]],

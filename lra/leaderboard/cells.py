@@ -20,7 +20,8 @@ CELL_LEGEND = ("Each cell: mean ± sample std over seeds [95% Student-t interval
                "to [0, 100]] (n seeds); **bold**: the task's best mean among cells with no seed at "
                "chance; ≈: its interval overlaps the best's (tied with it: no real difference "
                "shown); †: fewer seeds than the table's usual n; k/n at chance: k of the n seeds "
-               "within one standard error of chance (README), never bold.")
+               "within one standard error of chance, never bold "
+               "(docs/results.md \"What a cell shows\").")
 
 
 def t975(df: int) -> float:
@@ -75,7 +76,7 @@ class Cell:
     best: bool = False
     tied: bool = False
     few: bool = False
-    at_chance: int = 0  # seeds at chance (the README's rule)
+    at_chance: int = 0  # seeds at chance (docs/results.md "What a cell shows")
 
     def text(self) -> str:
         return _cell(self.stats, best=self.best, tied=self.tied, few=self.few, chance=self.at_chance)

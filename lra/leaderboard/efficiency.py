@@ -73,7 +73,7 @@ def efficiency_section(records: list[dict[str, Any]], runs: list[dict[str, Any]]
     setting; the bubble chart's accuracy from the preset runs (``_diff`` empty) only."""
     runs = [r for r in runs if not r.get("_diff")]
     if not records:
-        return ["No efficiency files yet: run `python -m lra.bench` (see README).", ""], {}
+        return ["No efficiency files yet: run `python -m lra.bench` (see docs/efficiency.md).", ""], {}
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for rec in records:
         groups[(bench_device_label(rec), rec["task"], rec["batch"], rec["dtype"])].append(rec)

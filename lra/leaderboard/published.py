@@ -48,10 +48,10 @@ LRA_TABLE2 = {
     "performer": ((9.5, 9.4, 8.7, 8.0), (0.37, 0.59, 0.82, 1.06)),
 }
 
-# The modern protocol (README "Two protocols"): published rows of the state-space and gated-EMA models,
-# each under its own recipe (bidirectional, BatchNorm, mean pooling, best-validation selection, budgets
-# 10-100x LRA's). Never ranked with the LRA-protocol tables. Cells: ListOps, Text, Retrieval, Image,
-# Pathfinder, Path-X; the last value is the 6-task average as printed (None: none printed).
+# The modern protocol (docs/families-and-protocols.md "Two protocols"): published rows of the state-space and
+# gated-EMA models, each under its own recipe (bidirectional, BatchNorm, mean pooling, best-validation
+# selection, budgets 10-100x LRA's). Never ranked with the LRA-protocol tables. Cells: ListOps, Text,
+# Retrieval, Image, Pathfinder, Path-X; the last value is the 6-task average as printed (None: none printed).
 # Sources: the papers named in each row (arXiv ids beside them).
 MODERN_PUBLISHED = {
     # Gu et al., S4 v2 / S4-LegS (updated ICLR 2022 paper)

@@ -36,8 +36,8 @@ from typing import Any, TextIO
 from lra import config as lra_config
 from lra.leaderboard import identity, load
 
-# The protocol's headline test accuracy (README "Two protocols"): LRA's Table 1 reports the last
-# step, the modern recipes the best-validation step.
+# The protocol's headline test accuracy (docs/families-and-protocols.md "Two protocols"): LRA's Table 1
+# reports the last step, the modern recipes the best-validation step.
 HEADLINE = {"lra": "test_accuracy_at_last", "modern": "test_accuracy_at_best_val"}
 
 

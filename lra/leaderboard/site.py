@@ -32,7 +32,7 @@ ASSETS = Path(__file__).with_name("site_assets")
 
 METRIC_LABELS = {HEADLINE: "test accuracy at the last step",
                  BEST_VAL: "test accuracy at the best-validation step"}
-# Per protocol, the headline metric first (README "Two protocols").
+# Per protocol, the headline metric first (docs/families-and-protocols.md "Two protocols").
 METRIC_ORDER = {"lra": (HEADLINE, BEST_VAL), "modern": (BEST_VAL, HEADLINE)}
 PRESET_ORDER = {"paper": 0, "small": 1, "tiny": 2}
 
