@@ -2,10 +2,10 @@
 both widths, distinct series, labels and titles that do not collide, on the committed results."""
 
 import itertools
-from pathlib import Path
 
 import matplotlib
 import pytest
+from helpers import REPO
 from matplotlib.text import Text
 
 from lra.leaderboard import curves, efficiency, figures, names
@@ -17,7 +17,7 @@ from lra.leaderboard.load import (
     protocol,
 )
 
-RESULTS = Path(__file__).resolve().parents[1] / "results"
+RESULTS = REPO / "results"
 
 
 def _committed_runs():

@@ -368,7 +368,7 @@ from flax import nnx
 
 
 class Broken(nnx.Module):
-    """An attention family whose build raises (tests/test_sweep.py)."""
+    """An attention family whose build raises (tests/commands/test_sweep.py)."""
 
     paper = "none"
     complexity = "-"

@@ -12,8 +12,7 @@ import os
 import stat
 
 import pytest
-from helpers import result_record
-from test_leaderboard import run_record
+from helpers import REPO, result_record, run_record
 
 from lra import config as config_lib
 from lra import reproduce, results, sweep, workdir
@@ -273,7 +272,7 @@ def test_a_users_runs_and_tables_go_to_their_own_folder_by_default(monkeypatch):
     assert results.default_results_dir() != results.Path(results.REFERENCE_RESULTS_DIR)
     monkeypatch.setenv("LRA_RESULTS_DIR", "/somewhere/else")
     assert str(results.default_results_dir()) == "/somewhere/else"
-    assert "my-results" in (results.Path(__file__).parents[1] / ".gitignore").read_text()
+    assert "my-results" in (REPO / ".gitignore").read_text()
 
 
 def test_result_files_get_the_users_umask_not_0600(tmp_path):

@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import SMALL_LISTOPS, cli_env
+from helpers import REPO, SMALL_LISTOPS, cli_env
 
 _PR_CAPBSET_DROP = 24
 _BYPASS = (1, 2, 3)  # CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, CAP_FOWNER (linux/capability.h)
@@ -60,7 +60,7 @@ def place(tmp_path_factory):
     log.write(10, "val", {"accuracy": 0.2, "loss": 2.0})
     log.close()
     (ok / "ro-results" / "runs").mkdir(parents=True)
-    runs = sorted((Path(__file__).parents[1] / "results" / "runs").glob("*.json"))
+    runs = sorted((REPO / "results" / "runs").glob("*.json"))
     shutil.copy(runs[0], ok / "ro-results" / "runs")
     (ok / "ro-results").chmod(0o555)
     yield locked, ok

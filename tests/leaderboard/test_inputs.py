@@ -10,7 +10,7 @@ import shutil
 import subprocess
 
 import pytest
-from test_leaderboard import bench_record, preset_config, run_record
+from helpers import REPO, bench_record, preset_config, run_record
 
 from lra import curves, leaderboard
 from lra.leaderboard import identity, load
@@ -131,7 +131,7 @@ def test_the_jax_free_preset_resolution_is_lra_config_load():
 
 
 def test_no_committed_run_is_in_another_configs_cell():
-    runs = load.load_runs(__import__("pathlib").Path(__file__).parent.parent / "results")
+    runs = load.load_runs(REPO / "results")
     assert runs and [r["_file"] for r in runs if r["_diff"]] == []
 
 
