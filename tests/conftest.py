@@ -16,6 +16,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
+import pytest
+
 # YNN fusions off: their scratch memory is invisible to memory_analysis (tests/attention/test_memory.py).
 # A flag already in XLA_FLAGS keeps its value (e.g. set the level to compare timings).
 _FLAGS = ("--xla_cpu_experimental_ynn_fusion_type=", "--xla_backend_optimization_level=0")
@@ -57,7 +59,6 @@ PER_FAMILY_FOLDER = Path(__file__).parent / "attention"
 
 
 def pytest_collection_modifyitems(config, items):
-    import pytest
     from helpers import FAMILY_OF_VARIANT
 
     import attention
@@ -87,3 +88,33 @@ def pytest_sessionfinish(session, exitstatus):
     # The controller (not an xdist worker) removes the session's compilation cache.
     if _OWN_CACHE and not hasattr(session.config, "workerinput"):
         shutil.rmtree(os.environ["JAX_COMPILATION_CACHE_DIR"], ignore_errors=True)
+
+
+# The tiny ListOps set and one finished tiny run of it, shared by the fault tests of several folders
+# (tests/core/test_checkpoint.py, test_workdir.py, test_results.py, tests/tasks/test_data_checks.py,
+# tests/commands/test_permissions.py, tests/leaderboard/test_inputs.py): made once per process.
+@pytest.fixture(scope="session")
+def tiny_listops(tmp_path_factory):
+    """A folder whose ``data`` holds the tiny ListOps set (helpers.TINY_LISTOPS_OPTIONS)."""
+    import contextlib
+    import io
+
+    from helpers import TINY_LISTOPS_OPTIONS
+
+    import tasks
+
+    path = tmp_path_factory.mktemp("fi")
+    with contextlib.redirect_stderr(io.StringIO()):
+        tasks.build("listops", path / "data", **TINY_LISTOPS_OPTIONS).prepare()
+    return path
+
+
+@pytest.fixture(scope="session")
+def finished(tiny_listops):
+    """One completed tiny run: (its work directory, its results directory, its stderr)."""
+    from helpers import run_in_process, tiny_run_args
+
+    base = tiny_listops
+    code, _, err = run_in_process(*tiny_run_args(base / "data", base / "done", base / "results"))
+    assert code == 0, err[-3000:]
+    return base / "done", base / "results", err

@@ -257,3 +257,117 @@ def bench_record(date="2026-01-02T00:00:00Z"):
             "matmul_peak": {"flops_per_s": 1.5e11}, "results": results, "slopes": {},
             "device": {"platform": "cpu", "kind": "cpu", "count": 1, "process_count": 1},
             "versions": {}, "git": {"commit": "fedcba9876543210", "dirty": False}, "date": date}
+
+
+# ----------------------------------------------------------------------------------------------
+# lra.run on a tiny ListOps set, in this process (the fault tests: conftest.py's ``tiny_listops``
+# and ``finished``) or as a subprocess (``tiny_run_cmd``: kill, signals, several devices).
+
+TINY_LISTOPS_OPTIONS = {"min_length": 5, "max_length": 40, "max_depth": 3,
+                        "train_size": 128, "val_size": 32, "test_size": 32}
+# Subprocesses write every compile to the persistent cache (``module_compile_cache`` sets its folder).
+CACHE_EVERY_COMPILE = {"JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"}
+
+
+def tiny_run_args(data: Path, work: Path, results: Path, *extra: str, task: str = "listops") -> list[str]:
+    """``lra.run`` arguments: the tiny preset of softmax on ``task`` (ListOps: the tiny splits)."""
+    return ["--task", task, "--attn", "softmax", "--preset", "tiny", "--data-dir", str(data),
+            "--workdir", str(work), "--results-dir", str(results), "--no-progress",
+            *(SMALL_LISTOPS if task == "listops" else []), *extra]
+
+
+def run_in_process(*args: str) -> tuple[int, str, str]:
+    """run_cli.main in this process -> (exit status, stdout, stderr); a traceback fails the test."""
+    import contextlib
+    import io
+
+    from lra import run as run_cli
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = run_cli.main(list(args))
+    return code, out.getvalue(), err.getvalue()
+
+
+def assert_one_line_error(err: str) -> None:
+    lines = [x for x in err.splitlines() if x.startswith("error:")]
+    assert len(lines) == 1 and "Traceback" not in err, err[-3000:]
+
+
+def module_compile_cache(tmp_path_factory):
+    """The body of a module's autouse fixture: the runs of a module compile the same few programs,
+    and JAX's persistent cache in a folder of the module's own compiles them once (in this process
+    and in the subprocesses, through JAX_COMPILATION_CACHE_DIR); the other modules then compile as
+    they would alone."""
+    cache = str(tmp_path_factory.mktemp("jax-cache"))
+    keys = ("jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_secs",
+            "jax_persistent_cache_min_entry_size_bytes")
+    before = {k: getattr(jax.config, k) for k in keys}
+    for key, value in zip(keys, (cache, 0.0, 0)):
+        jax.config.update(key, value)
+    session_cache = os.environ.get("JAX_COMPILATION_CACHE_DIR")  # conftest.py's, removed at the end
+    os.environ["JAX_COMPILATION_CACHE_DIR"] = cache
+    yield
+    if session_cache is None:
+        os.environ.pop("JAX_COMPILATION_CACHE_DIR")
+    else:
+        os.environ["JAX_COMPILATION_CACHE_DIR"] = session_cache
+    for key, value in before.items():
+        jax.config.update(key, value)
+    from jax.experimental.compilation_cache import compilation_cache
+
+    compilation_cache.reset_cache()
+
+
+def copy_resumable(finished, dest: Path) -> Path:
+    """A copy of the finished work directory as a run killed after its last save would leave it."""
+    import shutil
+
+    shutil.copytree(finished[0], dest)
+    (dest / "result.json").unlink()
+    (dest / "lock").unlink()
+    return dest
+
+
+def prepare_tiny_listops_cli(path: Path) -> Path:
+    """``path`` with the tiny ListOps set generated under ``path / "data"`` by ``python -m lra.data
+    prepare`` (once per module, outside the timed runs)."""
+    import subprocess
+    import sys
+
+    subprocess.run([sys.executable, "-m", "lra.data", "prepare", "--task", "listops",
+                    "--data-dir", str(path / "data"), "--set", "min_length=5",
+                    "--set", "max_length=40", "--set", "max_depth=3", "--set", "train_size=128",
+                    "--set", "val_size=32", "--set", "test_size=32"], check=True, timeout=300)
+    return path
+
+
+def tiny_run_cmd(tmp: Path, work: str, *extra: str, attn: str = "softmax") -> list[str]:
+    """``python -m lra.run`` of the tiny preset on the data of ``prepare_tiny_listops_cli(tmp)``."""
+    import sys
+
+    return [sys.executable, "-m", "lra.run", "--task", "listops", "--attn", attn,
+            "--preset", "tiny", "--data-dir", str(tmp / "data"), "--workdir", str(tmp / work),
+            "--results-dir", str(tmp / "results"), "--no-progress", *SMALL_LISTOPS, *extra]
+
+
+def run_ok(cmd, devices=1, timeout=600):
+    """Run ``cmd`` on ``devices`` CPU devices; exit status 0 or the test fails with its stderr."""
+    import subprocess
+
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=cli_env(devices))
+    assert out.returncode == 0, out.stderr[-4000:]
+    return out
+
+
+def read_result(tmp: Path, work: str) -> dict:
+    import json
+
+    return json.loads((tmp / work / "result.json").read_text())
+
+
+def train_losses(tmp: Path, work: str) -> list[float]:
+    import json
+
+    lines = (tmp / work / "metrics.jsonl").read_text().splitlines()
+    return [r["loss"] for r in map(json.loads, lines) if r["split"] == "train"]
