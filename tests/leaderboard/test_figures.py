@@ -120,7 +120,7 @@ def test_titles_do_not_overlap_in_the_learning_curves_on_the_committed_results()
     """Fails on a05bdf0 (the suptitle ran over two panel titles)."""
     panels = _committed_panels()
     assert len(panels) >= 20
-    chance = curves._chance_lines(["listops"], "val_accuracy")
+    chance = curves.chance_lines(["listops"], "val_accuracy")
     for width in (figures.FULL_WIDTH, figures.COLUMN_WIDTH):
         fig, renderer = _drawn(lambda w: figures.family_figure(
             panels, chance=chance, width=w, ylabel="validation accuracy (%)",
