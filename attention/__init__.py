@@ -33,9 +33,9 @@ A family is one ``flax.nnx.Module`` class in its own file in this package, regis
                                   a string literal, like ``display_name``
   ``paper``              required citation (authors, title, venue, arXiv id) for the README table
   ``complexity``         required e.g. ``"O(L d^2)"``, for the README table
-  ``subquadratic``       required True if memory grows slower than L^2 (tests/test_attention_memory.py)
+  ``subquadratic``       required True if memory grows slower than L^2 (tests/attention/test_memory.py)
   ``parameter_note``     optional why the parameter count differs from softmax attention's at the
-                                  same encoder size; without one, tests/test_comparability.py holds
+                                  same encoder size; without one, tests/attention/test_comparability.py holds
                                   the family within 10% of softmax's count on every task
   ``contract_options``   optional small-size options (e.g. ``{"block_size": 8}``) under which the
                                   shared contract tests, run at L=64, exercise the real structure

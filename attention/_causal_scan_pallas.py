@@ -13,7 +13,7 @@ Only the forward pass is a kernel: the backward pass (``jax.custom_vjp``) is the
 scan, which recomputes what it needs. On CPU the kernel runs in Pallas interpret mode (the tests
 compare it with the XLA scan there); ``causal_linear_sums`` picks it only on GPU. The backend is
 Triton, named by ``compiler_params`` (JAX 0.10 defaults GPU kernels to Mosaic GPU, 0.11 to
-Triton); tests/test_causal_scan_pallas.py lowers it for CUDA on a CPU host, which catches what
+Triton); tests/attention/test_causal_scan_pallas.py lowers it for CUDA on a CPU host, which catches what
 Triton cannot lower (Triton's own compile step runs only on a GPU).
 """
 

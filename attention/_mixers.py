@@ -44,7 +44,7 @@ def both_directions(core: Callable[..., jax.Array], arrays: tuple[jax.Array, ...
     array reversed within each example's true length and flipped back: summed directions with shared
     parameters, the scheme of HGRN on LRA (Qin et al., NeurIPS 2023, arXiv 2311.04823). The mask is
     flipped alike (a no-op for right padding, kept so that the pad rules are testable under a
-    whole-sequence flip: tests/test_mixers_padding.py)."""
+    whole-sequence flip: tests/attention/test_mixers_padding.py)."""
     y = core(*arrays, mask)
     if causal:
         return y

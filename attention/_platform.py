@@ -9,7 +9,7 @@ the package asks JAX which backend runs.
 
 By default both describe the default backend. ``target(platform, memory_free=...)`` makes every rule
 traced inside it plan for another device: that is how a CPU host lowers the exact program a GPU
-would run (tests/test_gpu_lowering.py), and how a test feeds the rules a value only a GPU has (its
+would run (tests/attention/test_gpu_lowering.py), and how a test feeds the rules a value only a GPU has (its
 free memory). The values are read when a function is traced, so a jitted function traced before
 entering ``target`` keeps the program it has.
 """

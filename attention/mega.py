@@ -179,7 +179,7 @@ class Mega(nnx.Module):
     parameter_note = ("a multi-dimensional damped EMA plus gated single-head attention with its own "
                       "gate and value projections")
     # The shared contract tests (L=64) then run the chunked path, pads inside the last chunk included;
-    # tests/test_attn_mega.py covers full attention.
+    # tests/attention/test_mega.py covers full attention.
     contract_options: ClassVar[dict[str, int]] = {"chunk_size": 16}
 
     def __init__(self, dim: int, num_heads: int, *, qkv_dim: int | None = None,

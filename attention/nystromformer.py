@@ -144,7 +144,7 @@ def depthwise_conv(v: jax.Array, kernel: jax.Array) -> jax.Array:
     O(L log L) per channel whatever K. Fwd+bwd at B=4 H=8 d=64 K=33 on the 2-core CPU: 0.37x the
     time of the K shifted multiply-adds this replaced at L=1024 and 0.49x at 4096 (which were
     themselves 2.2x faster than XLA:CPU's grouped convolution, whose backward is slow). Agrees with
-    the direct sum to float32 rounding (tests/test_attn_nystromformer.py).
+    the direct sum to float32 rounding (tests/attention/test_nystromformer.py).
     """
     length, taps = v.shape[1], kernel.shape[-1]
     n_fft = 1 << (length + taps - 2).bit_length()  # a power of two >= L + K - 1

@@ -162,7 +162,7 @@ class ReformerAttention(nnx.Module):
     # At the contract tests' L=64: 8 chunks and 4 buckets, LRA's single hash round. Hashing is
     # discontinuous: ~0.1% of buckets flip between float32 and bfloat16 inputs and a flip changes
     # that token's output by O(1); ``discrete_routing`` makes the contract's bf16 check require
-    # agreement at 95% of positions (multi-round paths are tested in tests/test_attn_reformer.py).
+    # agreement at 95% of positions (multi-round paths are tested in tests/attention/test_reformer.py).
     contract_options: ClassVar[dict[str, int]] = {"chunk_size": 8, "n_buckets": 4, "n_hashes": 1}
     discrete_routing = True  # LSH buckets can flip under bf16 rounding (see the contract tests)
 

@@ -26,7 +26,7 @@ Transformer's size; ``ATTENTION`` holds the other LRA models' differences from i
     sparse, linformer, synthesizer (random), linear: as the Transformer.
 
 ``LRA_SIZES`` names each family that LRA ran at another size (layers, heads or widths) than its
-Transformer, with the file that sets it; tests/test_comparability.py checks that every
+Transformer, with the file that sets it; tests/attention/test_comparability.py checks that every
 other family is within 10% of the Transformer's count.
 
 What a preset sets wins over these deltas, as on every task (lra.config applies the preset after
@@ -82,7 +82,7 @@ ATTENTION: dict[str, dict] = {
     # Not from LRA (issue 26): under CLS pooling the CLS token at position 0 hears the last pixel
     # only through the reverse delta-rule scan, 1024 erasures (I - beta k k^T) at head width 8 in this
     # config's single layer; at initialisation the pooled vector's sensitivity to the last real
-    # token was 2e-9 of its largest (tests/test_comparability.py's receptive-field probe). Mean
+    # token was 2e-9 of its largest (tests/attention/test_comparability.py's receptive-field probe). Mean
     # pooling, as LRA's own local and longformer image rows, lets every pixel reach the classifier.
     "gated_deltanet": {"model.pooling": "mean"},
 }

@@ -32,7 +32,7 @@ size, and ``ATTENTION`` holds the other LRA models' sizes
                  intended size was 1/8/128/64/128)
 
 (dropout 0.2 unless noted). ``LRA_SIZES`` names, for each family that runs at a size other than the
-Transformer's, the LRA file that sets it; tests/test_comparability.py checks that every other
+Transformer's, the LRA file that sets it; tests/attention/test_comparability.py checks that every other
 family's parameter count is within 10% of the Transformer's.
 
 What a preset sets wins over these deltas, as on every task (lra.config applies the preset after

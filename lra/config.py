@@ -26,7 +26,7 @@ close matches.
 One rule follows the layers: when the model pools by CLS and the family has a ``global_tokens``
 option that no layer set, it is set to 1, so the CLS token (position 0) attends to, and is attended
 by, every position. Without it a windowed or block pattern (local, sparse, longformer) would let the
-pooled vector see only the first block or window of the input (tests/test_comparability.py checks
+pooled vector see only the first block or window of the input (tests/attention/test_comparability.py checks
 every (task, family) for this). ``--set attn.global_tokens=0`` turns it off.
 """
 

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from lra.leaderboard import figures, names
-from lra.leaderboard.curves import CurvesError, _chance_lines
+from lra.leaderboard.curves import CurvesError, chance_lines
 from lra.metrics_log import METRICS_FILE, RUN_SPLIT, read_jsonl
 
 # --metric NAME -> (split, value) in metrics.jsonl.
@@ -119,7 +119,7 @@ def draw(workdirs: list[Path], metric: str, fmt: str = "png", width: str = "full
     percent = metric.endswith("_accuracy")
     return figures.save(
         lambda w: figures.learning_curves(
-            series, chance=_chance_lines(task_names, metric), percent=percent, width=w,
+            series, chance=chance_lines(task_names, metric), percent=percent, width=w,
             title=f"{metric} against training step", ylabel=metric + (" (%)" if percent else "")),
         fmt, WIDTHS[width])
 

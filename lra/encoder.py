@@ -229,7 +229,7 @@ class Encoder(nnx.Module):
         """Input embeddings float[B, L, D] (``self.embed_inputs(tokens)``) -> pooled float[B, D].
 
         Split from ``__call__`` so that tests can differentiate the pooled vector with respect to
-        each token's embedding (tests/test_comparability.py's receptive-field check).
+        each token's embedding (tests/attention/test_comparability.py's receptive-field check).
         """
         if self.cls is not None:
             cls = jnp.broadcast_to(self.cls[...], (x.shape[0], 1, x.shape[2]))

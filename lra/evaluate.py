@@ -10,7 +10,7 @@ when it was written) and only then restored; the model is rebuilt from the confi
 batching and summation order (``lra.train.make_eval_step``, ``lra.data_pipeline.eval_batches``), so
 at the training run's batch size (the default) the accuracy equals the one the run recorded, bit
 for bit on the same device (long-range-arena#60: a reloaded checkpoint that scores like a random
-model is the failure this guards against; tests/test_evaluate.py checks it).
+model is the failure this guards against; tests/commands/test_evaluate.py checks it).
 
 Nothing is written unless ``--write-result``: then one result file under ``<results-dir>/runs/``
 with a top-level ``evaluation_of`` = {workdir, checkpoint, step, run_file} (the training run's result

@@ -3,7 +3,7 @@
 How every LRA recipe was found: for each (task, family, protocol, preset), run a grid of values over
 seeds, keep the values with the best mean VALIDATION accuracy over seeds (``best_val_accuracy`` of
 each run), and report the test accuracy of those values only. Test accuracy is never read to
-choose; it is read after the choice, for the chosen values alone (tests/test_selection.py checks a
+choose; it is read after the choice, for the chosen values alone (tests/core/test_selection.py checks a
 grid where validation and test disagree). Ties in mean validation accuracy go to the first values
 in text order (``repr``), so the choice does not depend on file order.
 

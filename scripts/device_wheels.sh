@@ -5,7 +5,7 @@
 # (.whl/.gitignore) and travels with the device call's `carry: [".whl"]`.
 #
 # Every dependency of pyproject.toml is in exactly one of the three lists below, and each pin in
-# WHEELS is inside pyproject's range (tests/test_device_check.py checks both): change a pin there,
+# WHEELS is inside pyproject's range (tests/bench/test_device_check.py checks both): change a pin there,
 # change it here. The machine's own jax is newer than pyproject's pin; the window uses it as it is.
 #   WHEELS:     carried, with what they need that the machine lacks (array-record, portpicker)
 #   ON_MACHINE: in the machine's image already (the device tool's package list)

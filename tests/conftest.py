@@ -14,8 +14,11 @@ before jax is imported and reach the CLI subprocesses the tests start through th
 import os
 import shutil
 import tempfile
+from pathlib import Path
 
-# YNN fusions off: their scratch memory is invisible to memory_analysis (tests/test_attention_memory.py).
+import pytest
+
+# YNN fusions off: their scratch memory is invisible to memory_analysis (tests/attention/test_memory.py).
 # A flag already in XLA_FLAGS keeps its value (e.g. set the level to compare timings).
 _FLAGS = ("--xla_cpu_experimental_ynn_fusion_type=", "--xla_backend_optimization_level=0")
 _given = os.environ.get("XLA_FLAGS", "")
@@ -38,25 +41,25 @@ import jax  # noqa: E402
 jax.config.update("jax_numpy_rank_promotion", "raise")
 
 
-# The fast lane (``pytest -m "not slow"``, CONTRIBUTING.md "The fast lane"): the per-family checks
-# run there for these families only, one of each kind of machinery (dense, blocked, random features and their
-# redraw, a state-space convolution, a chunked decayed scan); the full suite runs them for every
-# family. Two kinds of file are per-family: the shared checks (``PER_FAMILY_FILES``: a test
-# parametrized by another family's name is marked ``slow``) and each family's own reference tests
-# (``test_attn_<family>.py``: the whole file is ``slow`` for the other families). Working on a family,
-# run its files by name: ``pytest tests/test_attn_mamba.py`` runs all of it (only ``-m "not slow"``
-# leaves slow tests out).
+# The fast lane (``pytest -m "not slow"``, CONTRIBUTING.md "The fast lane") is chosen by folder.
+# The tests mirror
+# the package: tests/attention/ (the families and their machinery), tests/tasks/, tests/core/ (the
+# modules of lra/), tests/commands/ (the ``python -m lra.*`` commands), tests/bench/ and
+# tests/leaderboard/ (the two satellite packages), tests/slurm/ (a real SLURM, off by default).
+# In tests/attention/ the per-family checks run in the fast lane for these families only, one of each
+# kind of machinery (dense, blocked, random features and their redraw, a state-space convolution, a
+# chunked decayed scan); the full suite runs them for every family. A test there parametrized by
+# another family's name is marked ``slow``, and a family's own file (tests/attention/test_<family>.py)
+# is ``slow`` as a whole for the other families. Working on a family, run its file by name:
+# ``pytest tests/attention/test_mamba.py`` runs all of it (only ``-m "not slow"`` leaves slow tests out).
 FAST_FAMILIES = ("softmax", "local", "performer", "s4d", "gla")
 # Fixtures that train or bench end to end (a tiny run, or a bench grid): every test using one is
 # ``slow``, like the tests that start such runs themselves.
 END_TO_END_FIXTURES = {"tiny_run", "trained", "finished", "reference"}
-PER_FAMILY_FILES = ("test_attention_contract.py", "test_comparability.py",
-                    "test_attention_memory.py", "test_attention_kernels.py", "test_host_calls.py",
-                    "test_mixers_padding.py", "test_gpu_lowering.py")
+PER_FAMILY_FOLDER = Path(__file__).parent / "attention"
 
 
 def pytest_collection_modifyitems(config, items):
-    import pytest
     from helpers import FAMILY_OF_VARIANT
 
     import attention
@@ -66,14 +69,15 @@ def pytest_collection_modifyitems(config, items):
         if END_TO_END_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
             continue
-        name = item.path.name
-        own = name.removeprefix("test_attn_").removesuffix(".py")  # test_attn_<family>.py
-        if name.startswith("test_attn_") and own in families:
+        if item.path.parent != PER_FAMILY_FOLDER:
+            continue
+        own = item.path.stem.removeprefix("test_")  # tests/attention/test_<family>.py
+        if own in families:
             if own not in FAST_FAMILIES:
                 item.add_marker(pytest.mark.slow)
             continue
         callspec = getattr(item, "callspec", None)
-        if name not in PER_FAMILY_FILES or callspec is None:
+        if callspec is None:
             continue
         named = {FAMILY_OF_VARIANT.get(v, v) for v in callspec.params.values() if isinstance(v, str)}
         named &= families
@@ -85,3 +89,33 @@ def pytest_sessionfinish(session, exitstatus):
     # The controller (not an xdist worker) removes the session's compilation cache.
     if _OWN_CACHE and not hasattr(session.config, "workerinput"):
         shutil.rmtree(os.environ["JAX_COMPILATION_CACHE_DIR"], ignore_errors=True)
+
+
+# The tiny ListOps set and one finished tiny run of it, shared by the fault tests of several folders
+# (tests/core/test_checkpoint.py, test_workdir.py, test_results.py, tests/tasks/test_data_checks.py,
+# tests/commands/test_permissions.py, tests/leaderboard/test_inputs.py): made once per process.
+@pytest.fixture(scope="session")
+def tiny_listops(tmp_path_factory):
+    """A folder whose ``data`` holds the tiny ListOps set (helpers.TINY_LISTOPS_OPTIONS)."""
+    import contextlib
+    import io
+
+    from helpers import TINY_LISTOPS_OPTIONS
+
+    import tasks
+
+    path = tmp_path_factory.mktemp("fi")
+    with contextlib.redirect_stderr(io.StringIO()):
+        tasks.build("listops", path / "data", **TINY_LISTOPS_OPTIONS).prepare()
+    return path
+
+
+@pytest.fixture(scope="session")
+def finished(tiny_listops):
+    """One completed tiny run: (its work directory, its results directory, its stderr)."""
+    from helpers import run_in_process, tiny_run_args
+
+    base = tiny_listops
+    code, _, err = run_in_process(*tiny_run_args(base / "data", base / "done", base / "results"))
+    assert code == 0, err[-3000:]
+    return base / "done", base / "results", err

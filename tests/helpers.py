@@ -1,5 +1,8 @@
 """Helpers shared by several test files: random inputs, padding masks and the module-level dense
-check for the attention tests, CLI subprocess environments and tiny run arguments.
+check for the attention tests, the attention contract's modules and the memory measure, CLI
+subprocess environments and tiny run arguments, result and bench files for the leaderboard tests.
+Test files import from here, never from each other (pyproject's ``pythonpath`` puts tests/ on the
+path of every folder).
 
 Train-state construction is not here: lra/train.py owns it. conftest.py sets XLA_FLAGS for the test
 process; ``cli_env`` passes the same flags on to a ``python -m lra...`` subprocess.
@@ -20,6 +23,12 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 from reference import dense_reference
+
+import attention
+from lra.leaderboard import identity
+
+# The repository's root folder (the test files sit one folder deeper, in tests/<folder>/).
+REPO = Path(__file__).resolve().parent.parent
 
 
 def length_mask(lengths, length: int) -> np.ndarray:
@@ -165,3 +174,231 @@ def result_record(config: dict, *, val: float = 0.4, test: float = 0.4, fingerpr
         "versions": {}, "git": {"commit": "0123456789abcdef", "dirty": False},
         "date": date, "status": "completed",
     }
+
+
+# ----------------------------------------------------------------------------------------------
+# The attention contract's sizes and modules (tests/attention/test_contract.py, and the checks that
+# lower every family's step: tests/attention/test_host_calls.py).
+
+B, L, D, H = 2, 64, 32, 4
+FAMILIES = attention.available()
+
+
+def make(name, *, causal=False, seed=0, dropout=0.0, **opts):
+    # A family may name small-size options so that these tests, at L=64, exercise its structure
+    # (e.g. several blocks rather than one); see attention/__init__.py.
+    opts = {**getattr(attention.family(name), "contract_options", {}), **opts}
+    return attention.build(name, dim=D, num_heads=H, qkv_dim=D, causal=causal, max_len=L,
+                           dropout=dropout, rngs=nnx.Rngs(seed), **opts)
+
+
+def inputs(seed=1, dtype=jnp.float32):
+    x = jax.random.normal(jax.random.key(seed), (B, L, D), dtype=dtype)
+    lengths = jnp.array([L, L - 23])
+    mask = jnp.arange(L)[None, :] < lengths[:, None]
+    return x, mask
+
+
+def supports_causal(name):
+    return "causal" in attention.options(name) or "causal" in _init_params(name)
+
+
+def _init_params(name):
+    import inspect
+
+    return inspect.signature(attention.family(name).__init__).parameters
+
+
+# ----------------------------------------------------------------------------------------------
+# XLA's compiled temp bytes of a family's training step (tests/attention/test_memory.py, and Mega's
+# chunked attention in tests/attention/test_mega.py).
+
+SHORT, LONG = 1024, 4096  # 4x the length: quadratic memory grows 16x, linear 4x
+
+
+def train_temp_bytes(name: str, length: int, **options) -> int:
+    module = attention.build(name, dim=64, num_heads=2, qkv_dim=64, max_len=length, dropout=0.0,
+                             rngs=nnx.Rngs(0), **options)
+    graph, params, rest = nnx.split(module, nnx.Param, ...)
+
+    def loss(params, x, mask):
+        m = nnx.merge(graph, params, rest)
+        return jnp.sum(m(x, mask) ** 2)
+
+    x = jax.ShapeDtypeStruct((1, length, 64), jnp.float32)
+    mask = jax.ShapeDtypeStruct((1, length), jnp.bool_)
+    # gradients w.r.t. the input too: a parameter-free family (fnet) must not compile to nothing
+    compiled = jax.jit(jax.grad(loss, argnums=(0, 1))).lower(params, x, mask).compile()
+    return compiled.memory_analysis().temp_size_in_bytes
+
+
+# ----------------------------------------------------------------------------------------------
+# Result and bench files as the leaderboard reads them (tests/leaderboard/).
+
+BENCH_LENGTHS = (512, 1024, 2048)
+
+
+def preset_config(task, attention, preset, seed=0, protocol="lra"):
+    """The nested resolved config of a preset run (JAX-free, as the leaderboard resolves it)."""
+    return identity.nested(identity.preset_config(task, attention, preset, protocol), seed)
+
+
+def run_record(task, attention, preset, seed, best, last, protocol="lra"):
+    return {
+        "task": task, "attention": attention, "preset": preset, "seed": seed, "protocol": protocol,
+        "config": preset_config(task, attention, preset, seed, protocol),
+        "metrics": {"best_val_accuracy": best, "test_accuracy_at_best_val": best,
+                    "test_accuracy_at_last": last, "steps": 100, "wall_time_s": 60.0,
+                    "steps_per_s": 2.0, "peak_memory": {"bytes": 2**30, "source": "test"}},
+        "device": {"platform": "cpu", "kind": "cpu", "count": 1, "process_count": 1},
+        "versions": {}, "git": {"commit": "0123456789abcdef", "dirty": False},
+        "date": "2026-01-01T00:00:00Z", "status": "completed",
+    }
+
+
+def bench_result(name, length, seconds, memory, base_seconds, base_memory, flop_share=1.0):
+    flops = 2e9 * length / 512 * flop_share
+    return {"attention": name, "length": length, "status": "ok", "reason": None, "compile_s": 1.0,
+            "compiled_memory": {"total": memory}, "memory": {"bytes": memory, "source": "test"},
+            "flops": {"xla": flops, "matmul": flops, "loops": False, "per_step": flops},
+            "step_time_s": {"median": seconds, "min": seconds, "max": seconds, "samples": [seconds]},
+            "steps_per_s": 1 / seconds, "achieved_flops_per_s": flops / seconds,
+            "fraction_of_peak": 0.25, "speed_vs_softmax": base_seconds / seconds,
+            "memory_vs_softmax": memory / base_memory}
+
+
+def bench_record(date="2026-01-02T00:00:00Z"):
+    """softmax: time and memory ~ L^2; linear: ~ L; local skipped at 2048 (too big)."""
+    results = []
+    for n in BENCH_LENGTHS:
+        r = n / 512
+        soft_t, soft_m = 0.1 * r**2, 2**28 * r**2
+        results.append(bench_result("softmax", n, soft_t, soft_m, soft_t, soft_m))
+        results.append(bench_result("linear", n, 0.1 * r, 2**28 * r, soft_t, soft_m, 0.2))
+        if n < 2048:
+            results.append(bench_result("local", n, 0.08 * r, 2**27 * r, soft_t, soft_m))
+        else:
+            results.append({"attention": "local", "length": n, "status": "skipped",
+                            "reason": "would not fit: needs 30 GiB; budget 20 GiB (test)",
+                            "speed_vs_softmax": None, "memory_vs_softmax": None})
+    return {"schema": "lra.bench/1", "kind": "efficiency", "task": "text", "model": {}, "batch": 4,
+            "dtype": "float32", "lengths": list(BENCH_LENGTHS), "families": ["linear", "local", "softmax"],
+            "steps": 10, "warmup": 2, "memory_method": "compiled memory analysis (test)",
+            "memory_budget": {"bytes": 20 * 2**30, "source": "test"},
+            "matmul_peak": {"flops_per_s": 1.5e11}, "results": results, "slopes": {},
+            "device": {"platform": "cpu", "kind": "cpu", "count": 1, "process_count": 1},
+            "versions": {}, "git": {"commit": "fedcba9876543210", "dirty": False}, "date": date}
+
+
+# ----------------------------------------------------------------------------------------------
+# lra.run on a tiny ListOps set, in this process (the fault tests: conftest.py's ``tiny_listops``
+# and ``finished``) or as a subprocess (``tiny_run_cmd``: kill, signals, several devices).
+
+TINY_LISTOPS_OPTIONS = {"min_length": 5, "max_length": 40, "max_depth": 3,
+                        "train_size": 128, "val_size": 32, "test_size": 32}
+# Subprocesses write every compile to the persistent cache (``module_compile_cache`` sets its folder).
+CACHE_EVERY_COMPILE = {"JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0"}
+
+
+def tiny_run_args(data: Path, work: Path, results: Path, *extra: str, task: str = "listops") -> list[str]:
+    """``lra.run`` arguments: the tiny preset of softmax on ``task`` (ListOps: the tiny splits)."""
+    return ["--task", task, "--attn", "softmax", "--preset", "tiny", "--data-dir", str(data),
+            "--workdir", str(work), "--results-dir", str(results), "--no-progress",
+            *(SMALL_LISTOPS if task == "listops" else []), *extra]
+
+
+def run_in_process(*args: str) -> tuple[int, str, str]:
+    """run_cli.main in this process -> (exit status, stdout, stderr); a traceback fails the test."""
+    import contextlib
+    import io
+
+    from lra import run as run_cli
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = run_cli.main(list(args))
+    return code, out.getvalue(), err.getvalue()
+
+
+def assert_one_line_error(err: str) -> None:
+    lines = [x for x in err.splitlines() if x.startswith("error:")]
+    assert len(lines) == 1 and "Traceback" not in err, err[-3000:]
+
+
+def module_compile_cache(tmp_path_factory):
+    """The body of a module's autouse fixture: the runs of a module compile the same few programs,
+    and JAX's persistent cache in a folder of the module's own compiles them once (in this process
+    and in the subprocesses, through JAX_COMPILATION_CACHE_DIR); the other modules then compile as
+    they would alone."""
+    cache = str(tmp_path_factory.mktemp("jax-cache"))
+    keys = ("jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_secs",
+            "jax_persistent_cache_min_entry_size_bytes")
+    before = {k: getattr(jax.config, k) for k in keys}
+    for key, value in zip(keys, (cache, 0.0, 0)):
+        jax.config.update(key, value)
+    session_cache = os.environ.get("JAX_COMPILATION_CACHE_DIR")  # conftest.py's, removed at the end
+    os.environ["JAX_COMPILATION_CACHE_DIR"] = cache
+    yield
+    if session_cache is None:
+        os.environ.pop("JAX_COMPILATION_CACHE_DIR")
+    else:
+        os.environ["JAX_COMPILATION_CACHE_DIR"] = session_cache
+    for key, value in before.items():
+        jax.config.update(key, value)
+    from jax.experimental.compilation_cache import compilation_cache
+
+    compilation_cache.reset_cache()
+
+
+def copy_resumable(finished, dest: Path) -> Path:
+    """A copy of the finished work directory as a run killed after its last save would leave it."""
+    import shutil
+
+    shutil.copytree(finished[0], dest)
+    (dest / "result.json").unlink()
+    (dest / "lock").unlink()
+    return dest
+
+
+def prepare_tiny_listops_cli(path: Path) -> Path:
+    """``path`` with the tiny ListOps set generated under ``path / "data"`` by ``python -m lra.data
+    prepare`` (once per module, outside the timed runs)."""
+    import subprocess
+    import sys
+
+    subprocess.run([sys.executable, "-m", "lra.data", "prepare", "--task", "listops",
+                    "--data-dir", str(path / "data"), "--set", "min_length=5",
+                    "--set", "max_length=40", "--set", "max_depth=3", "--set", "train_size=128",
+                    "--set", "val_size=32", "--set", "test_size=32"], check=True, timeout=300)
+    return path
+
+
+def tiny_run_cmd(tmp: Path, work: str, *extra: str, attn: str = "softmax") -> list[str]:
+    """``python -m lra.run`` of the tiny preset on the data of ``prepare_tiny_listops_cli(tmp)``."""
+    import sys
+
+    return [sys.executable, "-m", "lra.run", "--task", "listops", "--attn", attn,
+            "--preset", "tiny", "--data-dir", str(tmp / "data"), "--workdir", str(tmp / work),
+            "--results-dir", str(tmp / "results"), "--no-progress", *SMALL_LISTOPS, *extra]
+
+
+def run_ok(cmd, devices=1, timeout=600):
+    """Run ``cmd`` on ``devices`` CPU devices; exit status 0 or the test fails with its stderr."""
+    import subprocess
+
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=cli_env(devices))
+    assert out.returncode == 0, out.stderr[-4000:]
+    return out
+
+
+def read_result(tmp: Path, work: str) -> dict:
+    import json
+
+    return json.loads((tmp / work / "result.json").read_text())
+
+
+def train_losses(tmp: Path, work: str) -> list[float]:
+    import json
+
+    lines = (tmp / work / "metrics.jsonl").read_text().splitlines()
+    return [r["loss"] for r in map(json.loads, lines) if r["split"] == "train"]

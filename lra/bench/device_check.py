@@ -56,7 +56,7 @@ seconds, status, cells) is rewritten, and so is ``--bundle`` (a ``.tar.gz`` of t
 folder, replaced atomically): a window killed at any moment returns everything but the cells in
 flight. Each child's output goes to ``logs/<cell>.log`` in the results folder. Exit status 0 only if
 every phase passed. All sizes and times are options (``--time-scale`` multiplies every box) so that
-a CPU test runs the same code at toy sizes (tests/test_device_check.py); ``scripts/device_window.sh``
+a CPU test runs the same code at toy sizes (tests/bench/test_device_check.py); ``scripts/device_window.sh``
 is the command to hand the device tool.
 """
 

@@ -31,7 +31,7 @@ def chance_level(task: str, metric: str) -> tuple[float, str] | None:
     return None
 
 
-def _chance_lines(task_names: list[str], metric: str) -> list[tuple[float, str]]:
+def chance_lines(task_names: list[str], metric: str) -> list[tuple[float, str]]:
     by_level: dict[tuple[float, str], list[str]] = defaultdict(list)
     for task in sorted(set(task_names)):
         level = chance_level(task, metric)
@@ -80,7 +80,7 @@ def leaderboard_section(runs: list[dict[str, Any]]) -> tuple[list[str], dict[str
                                                                shown[n].lower()))]
         stem = f"{FIGURE_PREFIX}{figures.slug(task)}-{figures.slug(preset)}"
         drawn_figure = figures.family_curves(
-            panels, chance=_chance_lines([task], "val_accuracy"),
+            panels, chance=chance_lines([task], "val_accuracy"),
             title=f"Validation accuracy during training: {names.task_name(task)}, preset {preset}",
             ylabel="validation accuracy (%)")
         figs.update({f"{stem}{suffix}": data for suffix, data in drawn_figure.items()})

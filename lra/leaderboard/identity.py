@@ -7,7 +7,7 @@ from the config files alone, through ``lra.config.layers`` (the same layer order
 ``load`` itself imports every attention family (and so JAX) to check ``attn.*`` keys, which the
 leaderboard must not. The one rule that needs a family's options (CLS
 pooling sets ``attn.global_tokens = 1`` where the family has that option and no layer set it) is
-checked from the record: there, 1 or absent is the preset's value. ``tests/test_leaderboard_cells``
+checked from the record: there, 1 or absent is the preset's value. ``tests/leaderboard/test_inputs.py``
 checks this resolution against ``lra.config.load`` for every task, family, preset and protocol.
 
 A run whose config differs (a ``--set`` override, or a preset changed since the run) goes to its

@@ -13,14 +13,13 @@ import json
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-from helpers import SMALL_LISTOPS, cli_env
+from helpers import REPO, SMALL_LISTOPS, cli_env
 
 import attention
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO
 NAME = "relu_linear"
 
 
@@ -67,10 +66,11 @@ def test_installed_family_trains_one_step_through_the_trainer(plugin_env, tmp_pa
 
 @pytest.mark.slow
 def test_readme_family_passes_the_tests_readme_names(plugin_env):
-    """attention/README.md: `python -m pytest tests/test_attention_contract.py -k relu_linear` checks
-    it; its memory claim is checked too, and installing it leaves README's table (this tree's) valid."""
+    """attention/README.md: `python -m pytest tests/attention/test_contract.py -k relu_linear`
+    checks it; its memory claim is checked too, and installing it leaves README's table (this
+    tree's) valid."""
     cmd = [sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:randomly", "-p", "no:cacheprovider",
-           "tests/test_attention_contract.py", "tests/test_attention_memory.py", "tests/test_readme.py",
+           "tests/attention/test_contract.py", "tests/attention/test_memory.py", "tests/test_readme.py",
            "-k", f"{NAME} or test_readme"]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=plugin_env, cwd=ROOT)
     assert out.returncode == 0, out.stdout[-4000:]

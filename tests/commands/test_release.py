@@ -3,6 +3,7 @@ connection), size and checksum checks, safe unpacking, and fast failures."""
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import http.server
 import io
@@ -13,6 +14,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import pytest
@@ -241,3 +243,73 @@ def test_a_corrupt_archive_is_reported(server, tmp_path):
         fetch(server.url, tmp_path)
     assert not (tmp_path / "lra_release").exists()
     assert not [p for p in os.listdir(tmp_path) if p.endswith(".extracting")]
+
+
+# ----------------------------------------------------------------------------------------------
+# --sha256 is checked first, a full disk is not a lost connection, a stalled server is given up
+# on quickly (issue 11's fault injection).
+
+
+class _StallingServer(http.server.BaseHTTPRequestHandler):
+    blob = b"x" * (3 << 20)
+    stall = False
+    gets: ClassVar[list] = []
+
+    def do_HEAD(self):
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(self.blob)))
+        self.end_headers()
+
+    def do_GET(self):
+        type(self).gets.append(self.headers.get("Range"))
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(self.blob)))
+        self.end_headers()
+        if self.stall:
+            time.sleep(1.5)
+            return
+        self.wfile.write(self.blob)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def stalling_server():
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _StallingServer)
+    httpd.daemon_threads = True
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    _StallingServer.gets, _StallingServer.stall = [], False
+    yield f"http://127.0.0.1:{httpd.server_address[1]}/lra_release.gz"
+    httpd.shutdown()
+
+
+def test_bad_sha256_is_refused_before_downloading(tmp_path, monkeypatch):
+    monkeypatch.setattr(release, "download", lambda *a, **k: pytest.fail("downloaded"))
+    with pytest.raises(release.ReleaseError, match="64 hexadecimal"):
+        release.fetch_release(tmp_path, url="http://127.0.0.1:9/lra_release.gz", sha256="abc")
+
+
+def test_disk_full_during_fetch_is_not_a_lost_connection(tmp_path, stalling_server, monkeypatch):
+    class Full(io.BytesIO):
+        def write(self, data):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(release, "open", lambda *a, **k: Full(), raising=False)
+    with pytest.raises(release.ReleaseError) as err:
+        release.download(stalling_server, tmp_path / "lra_release.gz", retry_wait=0.01, progress=False)
+    assert "No space left" in str(err.value) and "connection lost" not in str(err.value)
+    assert len(_StallingServer.gets) == 1  # not retried
+
+
+def test_stalled_server_is_given_up_on_quickly(tmp_path, stalling_server):
+    import inspect
+
+    assert inspect.signature(release.download).parameters["timeout"].default == 30  # README
+    _StallingServer.stall = True
+    t0 = time.time()
+    with pytest.raises(release.ReleaseError, match="stalled"):
+        release.download(stalling_server, tmp_path / "lra_release.gz", timeout=0.3, retry_wait=0.2,
+                         progress=False)
+    assert time.time() - t0 < 1.5 and len(_StallingServer.gets) == release.STALLS

@@ -92,6 +92,9 @@ def test_batch_norm_blocks_update_their_statistics_and_ignore_pads():
     x, mask = padded(4)
     block = make_block(norm="batch")
     stats0 = jax.tree.map(np.asarray, nnx.state(block, nnx.BatchStat))
+    # The check below holds for every statistic there is: a block without any (a norm that is not
+    # BatchNorm) must fail here, not pass with nothing checked. Two norms, a mean and a variance each.
+    assert len(jax.tree.leaves(stats0)) == 4, stats0
     y = np.asarray(block(x, mask, deterministic=False))
     stats1 = nnx.state(block, nnx.BatchStat)
     assert all(jax.tree.leaves(jax.tree.map(lambda a, b: bool(np.any(a != np.asarray(b))),

@@ -2,70 +2,15 @@
 
 import json
 import shutil
-import subprocess
-import sys
 
 import pytest
+from helpers import bench_record, run_record
 
 from lra import leaderboard
 from lra.bench import efficiency
-from lra.leaderboard import identity
 from lra.leaderboard.peers import peers_section
 
 PNG = b"\x89PNG\r\n\x1a\n"
-LENGTHS = (512, 1024, 2048)
-
-
-def preset_config(task, attention, preset, seed=0, protocol="lra"):
-    """The nested resolved config of a preset run (JAX-free, as the leaderboard resolves it)."""
-    return identity.nested(identity.preset_config(task, attention, preset, protocol), seed)
-
-
-def run_record(task, attention, preset, seed, best, last, protocol="lra"):
-    return {
-        "task": task, "attention": attention, "preset": preset, "seed": seed, "protocol": protocol,
-        "config": preset_config(task, attention, preset, seed, protocol),
-        "metrics": {"best_val_accuracy": best, "test_accuracy_at_best_val": best,
-                    "test_accuracy_at_last": last, "steps": 100, "wall_time_s": 60.0,
-                    "steps_per_s": 2.0, "peak_memory": {"bytes": 2**30, "source": "test"}},
-        "device": {"platform": "cpu", "kind": "cpu", "count": 1, "process_count": 1},
-        "versions": {}, "git": {"commit": "0123456789abcdef", "dirty": False},
-        "date": "2026-01-01T00:00:00Z", "status": "completed",
-    }
-
-
-def bench_result(name, length, seconds, memory, base_seconds, base_memory, flop_share=1.0):
-    flops = 2e9 * length / 512 * flop_share
-    return {"attention": name, "length": length, "status": "ok", "reason": None, "compile_s": 1.0,
-            "compiled_memory": {"total": memory}, "memory": {"bytes": memory, "source": "test"},
-            "flops": {"xla": flops, "matmul": flops, "loops": False, "per_step": flops},
-            "step_time_s": {"median": seconds, "min": seconds, "max": seconds, "samples": [seconds]},
-            "steps_per_s": 1 / seconds, "achieved_flops_per_s": flops / seconds,
-            "fraction_of_peak": 0.25, "speed_vs_softmax": base_seconds / seconds,
-            "memory_vs_softmax": memory / base_memory}
-
-
-def bench_record(date="2026-01-02T00:00:00Z"):
-    """softmax: time and memory ~ L^2; linear: ~ L; local skipped at 2048 (too big)."""
-    results = []
-    for n in LENGTHS:
-        r = n / 512
-        soft_t, soft_m = 0.1 * r**2, 2**28 * r**2
-        results.append(bench_result("softmax", n, soft_t, soft_m, soft_t, soft_m))
-        results.append(bench_result("linear", n, 0.1 * r, 2**28 * r, soft_t, soft_m, 0.2))
-        if n < 2048:
-            results.append(bench_result("local", n, 0.08 * r, 2**27 * r, soft_t, soft_m))
-        else:
-            results.append({"attention": "local", "length": n, "status": "skipped",
-                            "reason": "would not fit: needs 30 GiB; budget 20 GiB (test)",
-                            "speed_vs_softmax": None, "memory_vs_softmax": None})
-    return {"schema": "lra.bench/1", "kind": "efficiency", "task": "text", "model": {}, "batch": 4,
-            "dtype": "float32", "lengths": list(LENGTHS), "families": ["linear", "local", "softmax"],
-            "steps": 10, "warmup": 2, "memory_method": "compiled memory analysis (test)",
-            "memory_budget": {"bytes": 20 * 2**30, "source": "test"},
-            "matmul_peak": {"flops_per_s": 1.5e11}, "results": results, "slopes": {},
-            "device": {"platform": "cpu", "kind": "cpu", "count": 1, "process_count": 1},
-            "versions": {}, "git": {"commit": "fedcba9876543210", "dirty": False}, "date": date}
 
 
 @pytest.fixture
@@ -352,13 +297,3 @@ def test_machine_slow_is_relative_not_absolute(tmp_path):
     assert "| 0.80x (machine slow) |" in text  # 2048: probes at about half the others
 
 
-@pytest.mark.slow
-def test_the_leaderboard_imports_no_jax_and_the_core_no_satellite():
-    """The layout rule (lra/__init__.py): the leaderboard runs where JAX is absent, and the modules on
-    the path of a run import neither satellite package."""
-    subprocess.run([sys.executable, "-c", "import sys, lra.leaderboard; "
-                    "assert 'jax' not in sys.modules, 'lra.leaderboard imported jax'"], check=True)
-    core = "lra.run, lra.sweep, lra.train, lra.data, lra.release, lra.families"
-    subprocess.run([sys.executable, "-c", f"import sys, {core}; bad = sorted(m for m in sys.modules "
-                    "if m.startswith(('lra.bench', 'lra.leaderboard'))); assert not bad, bad"],
-                   check=True)

@@ -8,15 +8,12 @@ import csv
 import io
 import json
 import math
-import os
-import stat
 
 import pytest
-from helpers import result_record
-from test_leaderboard import run_record
+from helpers import result_record, run_record
 
 from lra import config as config_lib
-from lra import reproduce, results, sweep, workdir
+from lra import reproduce, sweep
 from lra import run as run_cli
 from lra.data import default_data_dir
 from lra.leaderboard import reader
@@ -254,49 +251,7 @@ def test_equal_means_are_both_best_and_neither_is_merely_tied(tmp_path):
 
 
 # ----------------------------------------------------------------------------------------------
-# Where a user's files go, and how they are written.
-
-
-def test_a_users_runs_and_tables_go_to_their_own_folder_by_default(monkeypatch):
-    """Fails on a05bdf0: every command defaulted to the project's reference set, results/ (a user's
-    quick start replaced a committed run in the reference table)."""
-    from lra import evaluate
-    from lra.bench import steps
-
-    monkeypatch.delenv("LRA_RESULTS_DIR", raising=False)
-    parsers = {"run": run_cli.parser().parse_args(["--task", "listops", "--attn", "softmax"]),
-               "sweep": sweep.parser().parse_args(["--task", "listops", "--attn", "softmax"]),
-               "reproduce": reproduce.parser().parse_args(["lra/softmax/listops"]),
-               "evaluate": evaluate.parser().parse_args(["--workdir", "w"]),
-               "bench": steps.parser().parse_args([])}
-    for name, args in parsers.items():
-        assert str(args.results_dir) == results.USER_RESULTS_DIR, name
-    assert results.default_results_dir() != results.Path(results.REFERENCE_RESULTS_DIR)
-    monkeypatch.setenv("LRA_RESULTS_DIR", "/somewhere/else")
-    assert str(results.default_results_dir()) == "/somewhere/else"
-    assert "my-results" in (results.Path(__file__).parents[1] / ".gitignore").read_text()
-
-
-def test_result_files_get_the_users_umask_not_0600(tmp_path):
-    """Fails on a05bdf0: result files were 0600 (mkstemp's mode) whatever the umask."""
-    old = os.umask(0o022)
-    try:
-        results.write_new(tmp_path / "a.json", {"x": 1})
-        os.umask(0o077)
-        results.write_new(tmp_path / "b.json", {"x": 1})
-    finally:
-        os.umask(old)
-    assert stat.S_IMODE((tmp_path / "a.json").stat().st_mode) == 0o644
-    assert stat.S_IMODE((tmp_path / "b.json").stat().st_mode) == 0o600
-    with pytest.raises(FileExistsError):
-        results.write_new(tmp_path / "a.json", {"x": 2})
-
-
-def test_a_result_json_that_is_not_an_object_is_one_line(tmp_path):
-    """Fails on a05bdf0: AttributeError ('list' object has no attribute 'get') from lra.run."""
-    (tmp_path / workdir.RESULT_FILE).write_text("[1, 2]")
-    with pytest.raises(OSError, match=r"result\.json: expected a JSON object, got list"):
-        workdir.finished(tmp_path)
+# The sweep's grid points are the resolved config's typed values.
 
 
 def test_config_types_are_compared_as_the_config_holds_them():

@@ -8,9 +8,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
-from helpers import padded_inputs
+from helpers import LONG, SHORT, padded_inputs, train_temp_bytes
 from reference import diagonal_recurrence
-from test_attention_memory import LONG, SHORT, train_temp_bytes
 
 import attention
 from attention._ssm import masked_input

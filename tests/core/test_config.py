@@ -1,6 +1,7 @@
 """Config validation of the modern encoder / optimiser options, and the ``--protocol`` track."""
 
 import pytest
+from helpers import assert_one_line_error, run_in_process
 
 from lra import config as config_lib
 from lra.config import ConfigError
@@ -163,3 +164,33 @@ def test_s5_trains_under_modern_at_tiny_scale(tmp_path):
     assert record["protocol"] == record["config"]["protocol"] == "modern" and "-modern" in path.name
     assert record["config"]["model"]["norm"] == "batch" and record["config"]["train"]["ssm_lr"] > 0
     assert record["metrics"]["batch_stats_sha256"] != __import__("hashlib").sha256().hexdigest()
+
+
+# ----------------------------------------------------------------------------------------------
+# Every value is checked when the config is resolved, also by --print-config (issue 11, bugs 8
+# and 2): exit status 2 and one line naming the key and the value.
+
+
+@pytest.mark.parametrize("extra", [
+    ["--set", "model.num_heads=0"], ["--set", "train.grad_accum=0"],
+    ["--set", "train.grad_accum=-1"], ["--set", "model.emb_dim=0"],
+    ["--set", "data.max_length=0"], ["--set", "data.train_size=-1"],
+    ["--set", "attn.query_chunk=-3"], ["--seed", "-1"], ["--seed", "99999999999999999999"],
+    ["--set", "model.num_layers=-1"], ["--set", "model.dropout=2.5"], ["--set", "train.lr=-1"],
+    ["--set", "train.b2=1.5"], ["--set", "train.eval_batches=-1"],
+])
+def test_bad_value_exits_2_naming_key_and_value(extra):
+    code, _, err = run_in_process("--task", "listops", "--attn", "softmax", "--preset", "tiny", *extra,
+                                  "--print-config")
+    assert code == 2, err
+    assert_one_line_error(err)
+    key = extra[1].split("=")[0] if extra[0] == "--set" else "seed"
+    value = extra[1].split("=")[1] if extra[0] == "--set" else extra[1]
+    assert value in err and (key in err or key.split(".")[1] in err), err
+
+
+def test_bad_attention_option_value_exits_2():
+    code, _, err = run_in_process("--task", "listops", "--attn", "performer", "--set", "attn.kernel=foo",
+                                  "--print-config")
+    assert code == 2 and "foo" in err and "softmax" in err and "relu" in err
+    assert_one_line_error(err)

@@ -16,7 +16,7 @@ from helpers import result_record, wait_until_training
 
 import attention
 from lra import config as config_lib
-from lra import leaderboard, results, sweep
+from lra import leaderboard, sweep
 from lra import run as run_cli
 from lra.data import default_data_dir
 
@@ -169,17 +169,6 @@ def test_last_error_line_and_bar():
     tally = sweep.Tally(total=10, skipped=2, done=3, failed=1, run_seconds=400.0)
     assert tally.bar(width=10) == "[######----] 6/10 | done 3 | failed 1 | skipped 2 | ETA 0:06:40"
     assert sweep.Tally(total=3, skipped=1).bar(width=3).endswith("skipped 1 | ETA ?")
-
-
-def test_result_file_names_never_collide_across_machines(tmp_path):
-    record = {"task": "listops", "attention": "softmax", "preset": "small", "seed": 0,
-              "device": {"platform": "cpu", "count": 1}, "date": "2026-01-01T00:00:00Z"}
-    a = results.write_run(tmp_path / "machine_a", record)  # the same cell, the same second
-    b = results.write_run(tmp_path / "machine_b", record)
-    assert a.name != b.name and a.name.startswith("listops__softmax__small__seed0__cpu1__20260101T000000")
-    c = results.write_run(tmp_path / "machine_a", record)
-    assert c != a and json.loads(c.read_text()) == record == json.loads(a.read_text())
-    assert sorted(p.name for p in (tmp_path / "machine_a" / "runs").iterdir()) == sorted([a.name, c.name])
 
 
 # ----------------------------------------------------------------------------------------------
@@ -340,7 +329,6 @@ def test_tiny_sweep_killed_then_rerun_finishes_only_what_is_missing(tmp_path):
     assert again.returncode == 0 and "0 run, 0 resume, 4 skip, 0 conflict (4 cells)" in again.stdout
 
 
-
 @pytest.mark.slow
 def test_sigterm_passes_to_the_cell_which_checkpoints_the_sweep_exits_75_and_the_rerun_resumes(
         tmp_path):
@@ -368,7 +356,7 @@ from flax import nnx
 
 
 class Broken(nnx.Module):
-    """An attention family whose build raises (tests/test_sweep.py)."""
+    """An attention family whose build raises (tests/commands/test_sweep.py)."""
 
     paper = "none"
     complexity = "-"

@@ -10,7 +10,7 @@ import shutil
 import subprocess
 
 import pytest
-from test_leaderboard import bench_record, preset_config, run_record
+from helpers import REPO, bench_record, preset_config, run_record
 
 from lra import curves, leaderboard
 from lra.leaderboard import identity, load
@@ -131,7 +131,7 @@ def test_the_jax_free_preset_resolution_is_lra_config_load():
 
 
 def test_no_committed_run_is_in_another_configs_cell():
-    runs = load.load_runs(__import__("pathlib").Path(__file__).parent.parent / "results")
+    runs = load.load_runs(REPO / "results")
     assert runs and [r["_file"] for r in runs if r["_diff"]] == []
 
 
@@ -537,3 +537,35 @@ def test_a_signal_while_the_leaderboard_writes_exits_75_and_cuts_no_file(tmp_pat
         f"{signame}: stopped; every file is whole (written or as before); re-run the same command"]
     assert (results / "LEADERBOARD.md").read_text() == "the earlier page\n"
     assert not list(results.glob(".*.tmp"))
+
+
+# ----------------------------------------------------------------------------------------------
+# The leaderboard skips and lists the result files it cannot use (issue 11, bug 9).
+
+
+def test_leaderboard_skips_invalid_result_files(finished, tmp_path, capsys):
+    results = tmp_path / "results"
+    runs = results / "runs"
+    shutil.copytree(finished[1] / "runs", runs)
+    good = json.loads(next(runs.iterdir()).read_text())
+    bad = {
+        "no-device": {k: v for k, v in good.items() if k != "device"},
+        "string-accuracy": {**good, "metrics": {**good["metrics"], "test_accuracy_at_last": "0.5"}},
+        "unknown-task": {**good, "task": "sudoku"},
+        "zero-examples": {**good, "data": {**good["data"],
+                                           "evaluated": {**good["data"]["evaluated"], "val": 0}}},
+    }
+    for name, record in bad.items():
+        (runs / f"{name}.json").write_text(json.dumps(record))
+    (runs / "x.json").write_bytes(b"\x00\xff\xfe binary")
+    assert leaderboard.main(["--results-dir", str(results)]) == 0
+    err = capsys.readouterr().err
+    for name in (*bad, "x"):
+        assert f"{name}.json" in err, name
+    assert "(1)" in (results / "LEADERBOARD.md").read_text()  # the valid run, counted once
+    assert leaderboard.main(["--results-dir", str(results), "--strict"]) == 1
+
+
+def test_leaderboard_fails_on_a_missing_results_dir(tmp_path, capsys):
+    assert leaderboard.main(["--results-dir", str(tmp_path / "nope")]) == 1
+    assert not (tmp_path / "nope").exists()

@@ -13,6 +13,7 @@ import struct
 from pathlib import Path
 
 import pytest
+from helpers import REPO
 
 from lra import leaderboard
 from lra.leaderboard import browser, names, published, reader
@@ -20,7 +21,7 @@ from lra.leaderboard.accuracy import MODERN_HEADLINE_AND_SECOND, accuracy_sectio
 from lra.leaderboard.load import load_efficiency, protocol
 from lra.leaderboard.site import site_files
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO
 RESULTS = ROOT / "results"
 DRIVER = Path(__file__).with_name("site_driver.js")
 NO_BROWSER = "no chromium on PATH (Debian: apt-get install chromium; .ci/run installs it as root)"
@@ -94,7 +95,7 @@ def _page_data_bytes(page: bytes):
 
 
 def _drive(web, anchor="", actions=False):
-    """The page with tests/site_driver.js appended, loaded in chromium: what the driver saw."""
+    """The page with tests/leaderboard/site_driver.js appended, loaded in chromium: what the driver saw."""
     if browser.find() is None:
         pytest.skip(NO_BROWSER)
     page = web / "index.html"

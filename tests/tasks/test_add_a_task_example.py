@@ -17,9 +17,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import cli_env
+from helpers import REPO, cli_env
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO
 NAME = "parity"
 
 BOOTSTRAP = """

@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 import pytest
 from flax import nnx
-from test_attention_contract import FAMILIES, inputs, make, supports_causal
+from helpers import FAMILIES, inputs, make, supports_causal
 
 HOST_CALL = re.compile(r"custom_call\s*@(\w*(lapack|blas)\w*)|custom_call_target\s*=\s*\"(\w*lapack\w*)",
                        re.I)

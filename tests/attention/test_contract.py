@@ -7,19 +7,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
+from helpers import FAMILIES, B, D, H, L, inputs, make, supports_causal
 
 import attention
-
-B, L, D, H = 2, 64, 32, 4
-FAMILIES = attention.available()
-
-
-def make(name, *, causal=False, seed=0, dropout=0.0, **opts):
-    # A family may name small-size options so that these tests, at L=64, exercise its structure
-    # (e.g. several blocks rather than one); see attention/__init__.py.
-    opts = {**getattr(attention.family(name), "contract_options", {}), **opts}
-    return attention.build(name, dim=D, num_heads=H, qkv_dim=D, causal=causal, max_len=L,
-                           dropout=dropout, rngs=nnx.Rngs(seed), **opts)
 
 
 @functools.partial(nnx.jit, static_argnames=("deterministic",))
@@ -28,23 +18,6 @@ def run(module, x, mask=None, deterministic=True):
     took several times longer for the families with many operations (e.g. s5, mega, nystromformer).
     test_shape_dtype_and_jit checks that eager and jitted calls agree."""
     return module(x, mask, deterministic=deterministic)
-
-
-def inputs(seed=1, dtype=jnp.float32):
-    x = jax.random.normal(jax.random.key(seed), (B, L, D), dtype=dtype)
-    lengths = jnp.array([L, L - 23])
-    mask = jnp.arange(L)[None, :] < lengths[:, None]
-    return x, mask
-
-
-def supports_causal(name):
-    return "causal" in attention.options(name) or "causal" in _init_params(name)
-
-
-def _init_params(name):
-    import inspect
-
-    return inspect.signature(attention.family(name).__init__).parameters
 
 
 def test_registry_lists_the_foundation_families():

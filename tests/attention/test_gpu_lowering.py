@@ -19,7 +19,7 @@ GPU); cuDNN's side of its fused call (the version JAX checks while tracing is se
 call is built and its shape rules run, but whether the installed cuDNN accepts it is decided on
 the device); XLA:GPU's compile (fusion, autotuning, memory: whether the program fits the device,
 and so whether the dense rule's estimate holds, shows only there); and anything at run time
-(speed, numerics on the device). tests/test_causal_scan_pallas.py checks the kernel's sums in
+(speed, numerics on the device). tests/attention/test_causal_scan_pallas.py checks the kernel's sums in
 interpret mode; the device window (lra.bench.device_check) runs the real thing.
 """
 

@@ -35,7 +35,7 @@ def make(case, causal=False):
 @pytest.mark.slow
 def test_large_pads_change_nothing_and_a_naive_reverse_reads_them(case):
     """Bidirectional (the causal direction alone cannot read pads: they follow every real token;
-    tests/test_attention_contract.py checks causal padding for every family)."""
+    tests/attention/test_contract.py checks causal padding for every family)."""
     module = make(case)
     x, mask = padded_inputs(LENGTHS, L, D, seed=1, pad_scale=100.0)
     run = nnx.jit(lambda m, x, mask: m(x, mask))

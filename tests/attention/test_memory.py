@@ -3,30 +3,10 @@
 conftest.py disables XLA:CPU's YNN fusions, whose scratch memory the analysis would not count.
 """
 
-import jax
-import jax.numpy as jnp
 import pytest
-from flax import nnx
+from helpers import LONG, SHORT, train_temp_bytes
 
 import attention
-
-SHORT, LONG = 1024, 4096  # 4x the length: quadratic memory grows 16x, linear 4x
-
-
-def train_temp_bytes(name: str, length: int, **options) -> int:
-    module = attention.build(name, dim=64, num_heads=2, qkv_dim=64, max_len=length, dropout=0.0,
-                             rngs=nnx.Rngs(0), **options)
-    graph, params, rest = nnx.split(module, nnx.Param, ...)
-
-    def loss(params, x, mask):
-        m = nnx.merge(graph, params, rest)
-        return jnp.sum(m(x, mask) ** 2)
-
-    x = jax.ShapeDtypeStruct((1, length, 64), jnp.float32)
-    mask = jax.ShapeDtypeStruct((1, length), jnp.bool_)
-    # gradients w.r.t. the input too: a parameter-free family (fnet) must not compile to nothing
-    compiled = jax.jit(jax.grad(loss, argnums=(0, 1))).lower(params, x, mask).compile()
-    return compiled.memory_analysis().temp_size_in_bytes
 
 
 @pytest.mark.parametrize(

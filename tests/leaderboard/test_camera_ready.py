@@ -8,15 +8,14 @@ import io
 import json
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
-from test_leaderboard import run_record
+from helpers import REPO, run_record
 
 from lra.leaderboard.build import TEX_PUBLISHED_FILE, build_all
 from lra.leaderboard.cells import cell_stats
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO
 PAPER = r"""\documentclass[{mode}]{{article}}
 \usepackage{{booktabs}}
 \begin{{document}}

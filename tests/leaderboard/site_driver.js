@@ -1,4 +1,4 @@
-// Appended to a copy of the leaderboard page by tests/test_site.py: it drives the page as a reader
+// Appended to a copy of the leaderboard page by tests/leaderboard/test_site.py: it drives the page as a reader
 // would (real clicks, select and input events) and writes what the page then shows into
 // a pre element (id driver-result) as JSON, for chromium --dump-dom to hand back.
 (function () {

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from helpers import REPO
 from packaging.requirements import Requirement
 
 from lra import stop_signals
@@ -24,7 +25,6 @@ from lra.bench import device_check
 from lra.bench.steps import wait_for_device_lock
 from lra.leaderboard.load import check_efficiency, check_run
 
-REPO = Path(__file__).resolve().parents[1]
 TINY_BENCH = ["--bench-set", "model.num_layers=1", "--bench-set", "model.emb_dim=32", "--bench-set",
               "model.qkv_dim=32", "--bench-set", "model.mlp_dim=64", "--bench-set", "model.num_heads=2"]
 TINY_TRAIN = ["--train-preset", "tiny", "--train-set", "data.train_size=64", "--train-set",

@@ -23,8 +23,6 @@ import pytest
 from helpers import cli_env
 
 import tasks
-from lra import config as config_lib
-from lra import results
 from lra import run as run_cli
 
 SIZES = {"train_size": 128, "val_size": 32, "test_size": 32}
@@ -62,20 +60,6 @@ def reference(data) -> dict:
     code, _, err = _run(*_args(data, work, data.parent / "results"))
     assert code == 0, err[-3000:]
     return json.loads((work / "result.json").read_text())
-
-
-def test_config_overrides_name_every_key_that_differs_from_the_preset():
-    """Fails on main: lra.results had no config_overrides."""
-    plain = config_lib.load("listops", "softmax", preset="tiny", seed=3)
-    assert results.config_overrides(plain) == {}
-    pairs = ["train.num_steps=2", "train.lr=0.0123", "model.dropout=0.37"]
-    changed = config_lib.load("listops", "softmax", preset="tiny", seed=3, overrides=pairs)
-    assert results.config_overrides(changed, pairs) == {
-        "model.dropout": 0.37, "train.lr": 0.0123, "train.num_steps": 2}
-    # a config changed in code, with no --set, is named too; a --set of the preset's own value too
-    same = f"train.lr={plain.train.lr}"
-    assert results.config_overrides(changed) == results.config_overrides(changed, pairs)
-    assert results.config_overrides(plain, [same]) == {"train.lr": plain.train.lr}
 
 
 @pytest.mark.slow

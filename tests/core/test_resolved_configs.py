@@ -1,9 +1,9 @@
 """Every resolved config, pinned: what ``lra.config.load`` gives for each (task, family, preset,
-protocol) is compared with ``tests/data/resolved_configs.json``.
+protocol) is compared with ``tests/core/data/resolved_configs.json``.
 
 A refactor of how configs are layered (configs/<task>.py, lra/config.py) must not move a single value
 by accident. A change made on purpose is recorded by regenerating the file
-(``LRA_UPDATE_RESOLVED=1 python -m pytest tests/test_resolved_configs.py``) and reviewing its diff,
+(``LRA_UPDATE_RESOLVED=1 python -m pytest tests/core/test_resolved_configs.py``) and reviewing its diff,
 which names each cell and key that moved.
 
 The file stores, per (task, preset, protocol), softmax's whole flattened config and, for every other

@@ -1,10 +1,13 @@
 """The trainer's pieces: schedules, batching, one step, overfitting, gradient accumulation."""
 
+import subprocess
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
+from helpers import cli_env, prepare_tiny_listops_cli, tiny_run_cmd
 
 import tasks
 from lra import config as config_lib
@@ -197,3 +200,24 @@ def test_batch_statistics_left_in_rest_are_refused(listops_tiny):
     batch = TrainBatches(task.source("train"), 16, seed=0)[0]
     with pytest.raises(ValueError, match="BatchNorm statistics"):
         step(state, nnx.merge_state(rest, stats), batch, jax.random.key(0))
+
+
+# ----------------------------------------------------------------------------------------------
+# The trainer with a real process: a NaN stops the run at its step.
+
+
+@pytest.fixture(scope="module")
+def tmp(tmp_path_factory):
+    return prepare_tiny_listops_cli(tmp_path_factory.mktemp("faults"))
+
+
+@pytest.mark.slow
+def test_nan_stops_with_the_step_and_keeps_the_last_good_checkpoint(tmp):
+    cmd = tiny_run_cmd(tmp, "nan", "--set", "train.lr=1e9", "--set", "train.schedule=constant",
+                       "--set", "train.warmup_steps=1", "--set", "train.num_steps=200",
+                       "--set", "train.checkpoint_every=1", "--set", "train.weight_decay=0")
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=cli_env(1))
+    assert out.returncode == 1
+    assert "non-finite" in out.stderr and "at step" in out.stderr
+    assert "last good checkpoint" in out.stderr or "no checkpoint" in out.stderr
+    assert not (tmp / "nan" / "result.json").exists()

@@ -17,6 +17,7 @@ never tried as root (skipped there).
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 import shutil
 import subprocess
@@ -24,7 +25,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import SMALL_LISTOPS, cli_env
+from helpers import REPO, SMALL_LISTOPS, assert_one_line_error, cli_env, run_in_process, tiny_run_args
 
 _PR_CAPBSET_DROP = 24
 _BYPASS = (1, 2, 3)  # CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, CAP_FOWNER (linux/capability.h)
@@ -60,7 +61,7 @@ def place(tmp_path_factory):
     log.write(10, "val", {"accuracy": 0.2, "loss": 2.0})
     log.close()
     (ok / "ro-results" / "runs").mkdir(parents=True)
-    runs = sorted((Path(__file__).parents[1] / "results" / "runs").glob("*.json"))
+    runs = sorted((REPO / "results" / "runs").glob("*.json"))
     shutil.copy(runs[0], ok / "ro-results" / "runs")
     (ok / "ro-results").chmod(0o555)
     yield locked, ok
@@ -153,3 +154,50 @@ def test_lra_sweep_on_a_folder_it_cannot_write_is_one_line(place, flag):
                               *(x for kv in paths.items() for x in kv), cwd=ok)
     assert flag in _one_line(result, locked)
     assert not (ok / "ws").exists() or not list((ok / "ws").iterdir())
+
+
+# ----------------------------------------------------------------------------------------------
+# Paths lra.run and lra.data cannot use, in this process (issue 11, bug 7): a results folder it
+# may not write, a file where a folder should be.
+
+
+def test_unwritable_results_dir_fails_before_step_1(tiny_listops, tmp_path, monkeypatch):
+    results = tmp_path / "results"
+    real_open = os.open
+
+    def os_open(path, *args, **kwargs):
+        if str(path).startswith(str(results)):
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(path))
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", os_open)
+    code, _, err = run_in_process(*tiny_run_args(tiny_listops / "data", tmp_path / "w", results))
+    monkeypatch.undo()
+    assert code == 1
+    assert_one_line_error(err)
+    assert "permission denied" in err and str(results) in err
+    assert not (tmp_path / "w" / "metrics.jsonl").exists()
+
+
+@pytest.mark.parametrize("which", ["workdir", "data", "results"])
+def test_path_that_is_a_file_is_one_line(tiny_listops, tmp_path, which):
+    paths = {"workdir": tmp_path / "w", "data": tiny_listops / "data", "results": tmp_path / "results"}
+    paths[which] = tmp_path / "a-file"
+    paths[which].write_text("x")
+    code, _, err = run_in_process(*tiny_run_args(paths["data"], paths["workdir"], paths["results"]))
+    assert code == 1
+    assert_one_line_error(err)
+    assert "a-file" in err
+
+
+def test_data_command_out_that_is_a_file_is_one_line(tmp_path, capsys):
+    from lra import data
+
+    path = tmp_path / "a-file"
+    path.write_text("x")
+    assert data.main(["generate", "listops", "--out", str(path), "--train", "2", "--val", "1",
+                      "--test", "1", "--workers", "1", "--min-length", "1",
+                      "--max-length", "20"]) == 1
+    assert data.main(["fetch-release", "--out", str(path), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("error:") == 2 and err.count("a-file") == 2 and "Traceback" not in err

@@ -2,10 +2,10 @@
 both widths, distinct series, labels and titles that do not collide, on the committed results."""
 
 import itertools
-from pathlib import Path
 
 import matplotlib
 import pytest
+from helpers import REPO
 from matplotlib.text import Text
 
 from lra.leaderboard import curves, efficiency, figures, names
@@ -17,7 +17,7 @@ from lra.leaderboard.load import (
     protocol,
 )
 
-RESULTS = Path(__file__).resolve().parents[1] / "results"
+RESULTS = REPO / "results"
 
 
 def _committed_runs():
@@ -120,7 +120,7 @@ def test_titles_do_not_overlap_in_the_learning_curves_on_the_committed_results()
     """Fails on a05bdf0 (the suptitle ran over two panel titles)."""
     panels = _committed_panels()
     assert len(panels) >= 20
-    chance = curves._chance_lines(["listops"], "val_accuracy")
+    chance = curves.chance_lines(["listops"], "val_accuracy")
     for width in (figures.FULL_WIDTH, figures.COLUMN_WIDTH):
         fig, renderer = _drawn(lambda w: figures.family_figure(
             panels, chance=chance, width=w, ylabel="validation accuracy (%)",
