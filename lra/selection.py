@@ -9,16 +9,25 @@ in text order (``repr``), so the choice does not depend on file order.
 
 On Text, validation is the test split (IMDB has none, as in LRA): selecting on it is selecting on
 test, and the table says so.
+
+The choice is kept: ``write`` puts one file per (task, family, preset, protocol) under
+``<results-dir>/selections/`` (the grid's keys, the chosen values and the result files behind every
+grid point), and ``lra.leaderboard`` shows the chosen points as their own table ("tuned on
+validation"), never mixed with the preset's cells. A later selection of the same (task, family,
+preset, protocol) replaces the file.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
 from collections import defaultdict
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from lra import atomic
 from lra import config as config_lib
 
 # The protocol's headline test accuracy (docs/families-and-protocols.md "Two protocols").
@@ -26,10 +35,15 @@ HEADLINE = {"lra": "test_accuracy_at_last", "modern": "test_accuracy_at_best_val
 VALIDATION_IS_TEST = ("text",)
 
 
+SELECTIONS_DIR = "selections"
+FORMAT = "lra.selection/1"
+
+
 @dataclass(frozen=True)
 class Candidate:
     values: tuple[tuple[str, Any], ...]  # the grid keys' values, in the grid's key order
     val: list[float]  # best validation accuracy of each seed
+    files: tuple[str, ...] = ()  # the result files (names under runs/) of its seeds
 
 
 @dataclass(frozen=True)
@@ -68,7 +82,8 @@ def select(records: list[dict[str, Any]], keys: list[str]) -> list[Selection]:
         groups[group][tuple((k, cfg.get(k)) for k in keys)].append(record)
     out = []
     for (task, attn, protocol, preset), points in sorted(groups.items()):
-        candidates = [Candidate(values, [float(r["metrics"]["best_val_accuracy"]) for r in runs])
+        candidates = [Candidate(values, [float(r["metrics"]["best_val_accuracy"]) for r in runs],
+                                tuple(r["_file"] for r in runs if "_file" in r))
                       for values, runs in sorted(points.items(), key=lambda kv: repr(kv[0]))]
         chosen = max(candidates, key=lambda c: statistics.fmean(c.val))  # first of equals wins
         test = [float(r["metrics"][HEADLINE.get(protocol, HEADLINE["lra"])])
@@ -97,3 +112,27 @@ def render(selections: list[Selection]) -> str:
             mark = "*" if c == s.chosen else " "
             lines.append(f"   {mark} {_label(c.values)}: val {_mean_std(c.val)}")
     return "\n".join(lines)
+
+
+def record(s: Selection, keys: list[str]) -> dict[str, Any]:
+    """The file ``write`` keeps for one selection (no date: the same choice gives the same bytes)."""
+    return {"format": FORMAT, "task": s.task, "attention": s.attention, "preset": s.preset,
+            "protocol": s.protocol, "keys": list(keys),
+            "chosen": {"values": dict(s.chosen.values), "files": list(s.chosen.files)},
+            "candidates": [{"values": dict(c.values), "val_mean": statistics.fmean(c.val),
+                            "files": list(c.files)} for c in s.candidates]}
+
+
+def path(results_dir: Path, s: Selection) -> Path:
+    return (Path(results_dir) / SELECTIONS_DIR
+            / f"{s.task}__{s.attention}__{s.preset}__{s.protocol}.json")
+
+
+def write(results_dir: Path, selections: list[Selection], keys: list[str]) -> list[Path]:
+    """Keep each selection under ``<results_dir>/selections/`` (whole or not at all)."""
+    out = []
+    for s in selections:
+        target = path(results_dir, s)
+        atomic.replace(target, (json.dumps(record(s, keys), indent=2, sort_keys=True) + "\n").encode())
+        out.append(target)
+    return out

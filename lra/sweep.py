@@ -783,8 +783,17 @@ def print_selection(plans: list[Plan], args: argparse.Namespace, stream: TextIO)
                if p.action == "skip" and p.result_file in by_name]
     missing = [p for p in plans if p.action != "skip" or p.result_file not in by_name]
     if records:
-        print(selection.render(selection.select(records, [k for k, _ in parse_grid(args.grid)])),
-              file=stream)
+        keys = [k for k, _ in parse_grid(args.grid)]
+        chosen = selection.select(records, keys)
+        print(selection.render(chosen), file=stream)
+        try:
+            written = selection.write(args.results_dir, chosen, keys)
+        except OSError as err:
+            print(f"error: cannot keep the selection under {args.results_dir}: "
+                  f"{err.strerror or err} ({err.filename or args.results_dir})", file=stream)
+            return 1
+        print(f"selection kept in {', '.join(str(p) for p in written)} (python -m lra.leaderboard "
+              f"shows it as a table of its own)", file=stream)
     if missing:
         print(f"{len(missing)} of {len(plans)} cells of the grid have no result of their config "
               f"on the data present now under {args.results_dir} (the selection above leaves them "

@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from lra import atomic, stop_signals
-from lra.leaderboard import browser, curves, reader
-from lra.leaderboard.accuracy import MODERN_HEADLINE_AND_SECOND, accuracy_section
+from lra.leaderboard import browser, curves, reader, tuned
+from lra.leaderboard.accuracy import BEST_VAL, HEADLINE, MODERN_HEADLINE_AND_SECOND, accuracy_section
 from lra.leaderboard.efficiency import FIGURE_PREFIX, FIGURES_DIR, efficiency_section
 from lra.leaderboard.export import to_csv, to_tex, to_tex_with_published
 from lra.leaderboard.load import (
@@ -101,6 +101,9 @@ def build_all(results_dir: Path, skipped: list[str] | None = None, *,
     lines += (accuracy_section(modern, MODERN_HEADLINE_AND_SECOND, protocol="modern", collect=cells)
               if modern
               else ["No result files of the modern protocol yet.", ""])
+    tuned_cells: list[dict[str, Any]] = []
+    lines += tuned.section(tuned.load(results_dir, result_set, skipped),
+                           {"lra": HEADLINE, "modern": BEST_VAL}, collect=tuned_cells)
     curve_lines, curve_figs = curves.leaderboard_section(runs)  # learning curves per (task, preset)
     lines += curve_lines
     lines += ["## Measured efficiency", ""]
@@ -123,7 +126,7 @@ def build_all(results_dir: Path, skipped: list[str] | None = None, *,
     page = site_files(cells, all_runs, bench, newest_peers, [p.name for p in peers_files[:-1]],
                       results_href=results_href)
     return {"markdown": "\n".join(lines).rstrip() + "\n", "figures": figs, "csv": to_csv(cells),
-            "tex": to_tex(cells), "tex_published": to_tex_with_published(cells), "site": page}
+            "tex": to_tex(cells, tuned_cells), "tex_published": to_tex_with_published(cells), "site": page}
 
 
 def build(results_dir: Path, skipped: list[str] | None = None) -> tuple[str, dict[str, bytes]]:

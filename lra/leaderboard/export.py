@@ -253,9 +253,15 @@ def _preamble(name: str) -> list[str]:
             f"% Needs \\usepackage{{booktabs}}; \\input{{{name}}} where the tables go.", ""]
 
 
+TUNED_CAPTION = (" Tuned on validation: each row is the grid point \\texttt{lra.sweep --select} "
+                 "chose for its task and family (the best mean validation accuracy over seeds; "
+                 "test read only for it), the chosen values in brackets; ranked among the tuned "
+                 "rows only, never with the preset's runs.")
+
+
 def _measured_table(key: tuple, table: dict[tuple[str, str], dict[str, Any]],
                     extra_body: list[str] = (), extra_caption: str = "",
-                    all_tasks: bool = False) -> list[str]:
+                    all_tasks: bool = False, tuned: bool = False) -> list[str]:
     protocol, preset, device, variant = key
     columns, avg = (list(TASKS), True) if all_tasks else _columns(table)
     # Next to the published rows (means only, as printed) a measured row is its means too.
@@ -267,18 +273,21 @@ def _measured_table(key: tuple, table: dict[tuple[str, str], dict[str, Any]],
     caption = _caption(protocol, preset, device, _usual_n(table), variant,
                        spread="under" if two_line else "after" if std else "",
                        all_tasks=all_tasks or len(columns) == len(TASKS), avg=avg)
-    return _float(caption + extra_caption,
-                  _label("beside" if extra_body else "", protocol, preset, device,
-                         "variants" if variant else ""), header, body,
+    return _float(caption + (TUNED_CAPTION if tuned else "") + extra_caption,
+                  _label("tuned" if tuned else "beside" if extra_body else "", protocol, preset,
+                         device, "variants" if variant else ""), header, body,
                   size=r"\scriptsize" if two_line and rows > LONG_TABLE_ROWS else r"\footnotesize")
 
 
-def to_tex(cells: list[dict[str, Any]]) -> str:
+def to_tex(cells: list[dict[str, Any]], tuned: list[dict[str, Any]] = ()) -> str:
     """A table per (protocol, preset, device) of the headline metric, the rows of other configs or
-    data in a table of their own after it, then the published rows of each protocol."""
+    data in a table of their own after it, the tuned rows (``tuned``: ``lra.leaderboard.tuned``'s
+    cells) in theirs, then the published rows of each protocol."""
     lines = _preamble("leaderboard.tex")
     for key, table in sorted(_groups(cells).items()):
         lines += _measured_table(key, table)
+    for (protocol, preset, device, _), table in sorted(_groups(list(tuned)).items()):
+        lines += _measured_table((protocol, preset, device, False), table, tuned=True)
     for protocol in ("lra", "modern"):
         lines += _published_table(protocol)
     return "\n".join(lines).rstrip() + "\n"
