@@ -241,4 +241,5 @@ def test_the_golden_fixture_command_runs_a_test_that_writes_it():
     source = (ROOT / test_file).read_text()
     assert variable in source and re.search(rf"def test_\w*{keyword}\w*\(", source), m.group(0)
     assert re.search(r'FIXTURE = .*"resolved_configs.json"', source)
-    assert "tests/data/resolved_configs.json" in text and (ROOT / "tests/data/resolved_configs.json").exists()
+    fixture = "tests/core/data/resolved_configs.json"
+    assert fixture in text and (ROOT / fixture).exists()
