@@ -234,13 +234,16 @@ def test_a_full_disk_leaves_no_bench_file(tmp_path, monkeypatch, capsys):
     """Fails on 7162751: the bench created its file empty (to claim the name), then wrote into it
     on the side and renamed: a full disk left the empty file (which the leaderboard then reports
     as invalid), and the message ended "(None)"."""
-    from lra import results
+    from lra import atomic
 
-    def no_space(*args, **kwargs):
+    def no_space(*args, **kwargs):  # the disk fills while the file's bytes go to the disk
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    monkeypatch.setattr(bench, "run", lambda args, stops: {"schema": efficiency.SCHEMA})
-    monkeypatch.setattr(results.json, "dump", no_space)
+    def measured(args, stops):  # after the start-up probe of the folder: the disk fills up
+        monkeypatch.setattr(atomic.os, "fsync", no_space)
+        return {"schema": efficiency.SCHEMA}
+
+    monkeypatch.setattr(bench, "run", measured)
     folder = tmp_path / "efficiency"
     code = bench.main(["--attn", "linear", "--lengths", "64", "--out", str(folder / "b.json"),
                        *TINY])
