@@ -36,12 +36,15 @@ def _results(tmp_path):
     return res
 
 
+def _select(tmp_path, res, families):
+    return sweep.main(["--task", "listops", "--attn", families, "--seeds", "0,1", *TINY,
+                       "--grid", "train.lr=1e-3,3e-3", "--results-dir", str(res),
+                       "--workdirs", str(tmp_path / "wd"), "--select"])
+
+
 def test_the_selection_is_kept_and_shown_as_its_own_table(tmp_path, capsys):
     res = _results(tmp_path)
-    args = ["--task", "listops", "--attn", "softmax,linear", "--seeds", "0,1", *TINY,
-            "--grid", "train.lr=1e-3,3e-3", "--results-dir", str(res),
-            "--workdirs", str(tmp_path / "wd"), "--select"]
-    assert sweep.main(args) == 0
+    assert _select(tmp_path, res, "softmax,linear") == 0
     assert "selection kept in" in capsys.readouterr().out
     kept = json.loads((res / "selections" / "listops__softmax__tiny__lra.json").read_text())
     assert kept["chosen"]["values"] == {"train.lr": 0.003}
@@ -59,10 +62,7 @@ def test_the_selection_is_kept_and_shown_as_its_own_table(tmp_path, capsys):
 
 def test_a_selection_naming_a_file_that_is_not_there_is_skipped_with_one_line(tmp_path, capsys):
     res = _results(tmp_path)
-    args = ["--task", "listops", "--attn", "softmax", "--seeds", "0,1", *TINY,
-            "--grid", "train.lr=1e-3,3e-3", "--results-dir", str(res),
-            "--workdirs", str(tmp_path / "wd"), "--select"]
-    assert sweep.main(args) == 0
+    assert _select(tmp_path, res, "softmax") == 0
     (res / "runs" / "softmax-3e-3-1.json").unlink()
     skipped: list[str] = []
     out = build_all(res, skipped)
