@@ -129,9 +129,11 @@ def test_completed_run_against_other_data_is_refused_in_one_line(reference, data
     assert "other data" in errors[0] and name in errors[0] and "sha256" in errors[0]
     assert "--force" in errors[0] and str(work) in errors[0]
     assert not (tmp_path / "results").exists()  # nothing written for the other data
-    # the same data as the run's: the existing result is reported
+    # the same data as the run's: the existing run is reported, its result file copied into this
+    # results folder (and said so: nothing is trained, but a file is written)
     code, out, err = _run(*_args(data, work, tmp_path / "results"))
-    assert code == 0 and "existing result" in out, err[-3000:]
+    assert code == 0 and "existing run, its result file written now (nothing trained)" in out, \
+        err[-3000:]
 
 
 def test_force_moves_every_file_of_the_earlier_run_aside(reference, tmp_path):
