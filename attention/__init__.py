@@ -27,7 +27,7 @@ A family is one ``flax.nnx.Module`` class in its own file in this package, regis
   ``display_name``       required the name its paper uses (``"Transformer"``, ``"cosFormer"``), for
                                   figures, tables and pages; a plain string literal in the class
                                   body, since the leaderboard reads it from the file without
-                                  importing JAX (lra/leaderboard/names.py)
+                                  importing JAX (lra/declared.py)
   ``kind``               required ``"2020 attention"``, ``"state space"`` or ``"2023-25 mixer"``
                                   (the groups of the README table and the leaderboard's pages);
                                   a string literal, like ``display_name``
@@ -51,7 +51,32 @@ A family is one ``flax.nnx.Module`` class in its own file in this package, regis
   ``ssm_param(value)``   helper   (attention/_ssm.py) wraps a state-space parameter as an
                                   ``nnx.Param`` tagged for its own optimiser group (``train.ssm_lr``:
                                   Adam at that rate, no weight decay; lra/optim.py)
+  ``length_options``     optional the options that are lengths in positions (``("block_size",)``):
+                                  tests/attention/test_comparability.py scales them with the
+                                  sequence, so a shortened model keeps the paper config's structure
+  ``memory_levers(o)``   optional staticmethod: ``--set`` advice that lra/run.py prints first when a
+                                  run with options ``o`` runs out of memory (softmax: its blocked
+                                  path)
+  ``peer_options``       optional the options under which lra/bench/peers_harness.py times the
+                                  module next to third-party code of its mechanism; declaring it
+                                  (``{}`` included) adds the case ``ours_<name>_module``
+  ``peer_mechanism``     optional the peers' name of its mechanism where it is not the family's
+                                  (``"nystrom"``; lra/leaderboard/peers.py pairs them by it)
+  ``peer_kernel``        optional the mechanism of its pure ``<name>_kernel``, then also timed as
+                                  a core case ``ours_<name>_kernel``
+  ``peer_matmuls(...)``  optional staticmethod ``(B, H, L, D)``: (what, count, (batch, M, K, N)) of
+                                  the matmuls that dominate the module under ``peer_options``,
+                                  projections aside (lra/bench/peers.py ``family_matmuls``)
+  ``lra_departure``      optional where its LRA-protocol rows depart from LRA's own run
+                                  (``python -m lra.reproduce``)
+  ``modern_row``         optional the published modern row its recipe reproduces (``"S5"``), with
+                                  ``modern_departure`` (where the recipe runs differently here) and
+                                  optionally ``modern_task_departures`` ({task: what differs})
   ====================== ======== ===============================================================
+
+  ``display_name``, ``kind``, ``length_options``, the ``peer_`` values but ``peer_matmuls``,
+  ``lra_departure`` and the ``modern_`` values must be literals in the class body (or a base class
+  of the same file): code that runs without JAX reads them from the file (lra/declared.py).
 
 * Train state. Only ``nnx.Param`` (trained) and ``nnx.BatchStat`` (running statistics, returned by
   the step) are train state: checkpointed and restored. Every other variable a family holds (fixed

@@ -42,9 +42,10 @@ Regrouping the blocks
 (a ``lax.map`` over them, or several blocks per product with the waste masked) was measured and did
 not pay.
 
-Masked logits are set to a finite -1e30 (as in attention/softmax.py): a query with no allowed key
-gets a finite, uniform average over its gathered keys instead of NaN; a query with at least one
-allowed key gives exactly zero weight to every disallowed one, so nothing leaks through them.
+Masked logits are set to the finite ``MASKED_LOGIT``, -1e30 (attention/_projections.py): a query
+with no allowed key gets a finite, uniform average over its gathered keys instead of NaN; a query
+with at least one allowed key gives exactly zero weight to every disallowed one, so nothing leaks
+through them.
 """
 
 from __future__ import annotations
@@ -55,9 +56,7 @@ import jax
 import jax.numpy as jnp
 
 from attention import _platform
-from attention._projections import dropout_probs
-
-MASKED_LOGIT = -1e30
+from attention._projections import MASKED_LOGIT, dropout_probs
 
 _SPECS = {
     "block": ("bnqhd,bnkhd->bhnqk", "bhnqk,bnkhd->bnqhd"),

@@ -20,7 +20,7 @@ of the dense path's O(L^2). Queries are not blocked on top: with every query in 
 matmuls stay large (XLA:CPU's batched dots lose much of their speed on small blocks), and the
 [L, block] block is already O(L) for a fixed block.
 
-Masks follow attention/softmax.py exactly: a masked (query, key) pair gets the finite logit -1e30,
+Masks follow attention/_softmax.py exactly: a masked (query, key) pair gets the finite logit -1e30,
 so a row whose every key is masked averages all values (uniform weights, finite) like the dense
 path; its masked logits get no gradient (ds is zeroed there). Key positions added to round the
 length up to a whole number of blocks get -2e30, below any masked logit, so exp() sends them to 0
@@ -40,7 +40,8 @@ import functools
 import jax
 import jax.numpy as jnp
 
-MASKED_LOGIT = -1e30  # as attention/softmax.py
+from attention._projections import MASKED_LOGIT
+
 PAD_LOGIT = -2e30     # key positions that pad the length to whole blocks
 
 

@@ -16,6 +16,11 @@ from flax import nnx
 
 _xavier = nnx.initializers.xavier_uniform()
 
+# The logit of a disallowed (query, key) pair before a softmax: finite, so that a query whose keys
+# are all masked gets a uniform distribution instead of NaN, and far below any real logit. One value
+# for every family, so that their masked softmaxes agree.
+MASKED_LOGIT = -1e30
+
 
 def head_dim(qkv_dim: int, num_heads: int) -> int:
     """Width of one head; fails clearly when ``qkv_dim`` does not split evenly."""

@@ -178,6 +178,9 @@ class BigBirdAttention(nnx.Module):
     paper = "Zaheer et al., NeurIPS 2020"
     complexity = "O(L b (5 + r) d)"
     subquadratic = True
+    length_options = ("block_size",)
+    peer_options: ClassVar[dict] = {"block_size": 64, "num_random_blocks": 3}
+    lra_departure = "random blocks drawn once; Image runs 4 heads (LRA's num_head typo)"
     contract_options: ClassVar[dict[str, int]] = {"block_size": 8}
 
     def __init__(self, dim: int, num_heads: int, *, qkv_dim: int | None = None,

@@ -30,6 +30,7 @@ Options: ``eps`` (1e-6), ``chunk_size`` (64, causal only).
 from __future__ import annotations
 
 import math
+from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
@@ -84,7 +85,17 @@ class CosFormerAttention(nnx.Module):
     paper = "Qin et al., ICLR 2022"
     complexity = "O(L d^2)"
     subquadratic = True
+    length_options = ("chunk_size",)
+    peer_options: ClassVar[dict] = {}
+    peer_kernel = "cosformer"
+    lra_departure = "not in LRA: the cosFormer paper's model at the Transformer's size of each task"
     attention_dropout = False  # the attention weights are never materialised (as in the paper)
+
+    @staticmethod
+    def peer_matmuls(B: int, H: int, L: int, D: int) -> list[tuple[str, int, tuple]]:
+        """ReLU features with their sin and cos halves side by side, 2D wide (lra/bench/peers.py
+        ``family_matmuls``)."""
+        return [("phi_k^T v", 1, (B * H, 2 * D, L, D)), ("phi_q kv", 1, (B * H, L, 2 * D, D))]
 
     def __init__(self, dim: int, num_heads: int, *, qkv_dim: int | None = None,
                  causal: bool = False, dropout: float = 0.0, rngs: nnx.Rngs,

@@ -25,6 +25,8 @@ sequences; that is a speed choice with the same result.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import jax
 import jax.numpy as jnp
 from flax import nnx
@@ -50,6 +52,7 @@ class FNetMixing(nnx.Module):
     paper = "Lee-Thorp et al., NAACL 2022"
     complexity = "O(L d log(L d))"
     subquadratic = True
+    peer_options: ClassVar[dict] = {}
     attention_dropout = False  # a Fourier transform has no attention weights to drop
     parameter_note = "the Fourier mixing has no parameters (no q, k, v or output projection)"
     has_parameters = False

@@ -56,6 +56,7 @@ class GatedDeltaNet(nnx.Module):
     paper = "Yang et al., ICLR 2025; DeltaNet: Yang et al., NeurIPS 2024"
     complexity = "O(L C d + L d^2 / H)"
     subquadratic = True
+    length_options = ("chunk_size",)
     attention_dropout = False  # no attention weights to drop
     parameter_note = ("the output gate W_g adds a fifth qkv_dim x D projection to q, k, v and the "
                       "output (1.25x softmax attention's)")

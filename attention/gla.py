@@ -67,6 +67,7 @@ class GLA(nnx.Module):
     paper = "Yang et al., ICML 2024; HGRN2: Qin et al., COLM 2024"
     complexity = "O(L C d + L d^2 / H)"
     subquadratic = True
+    length_options = ("chunk_size",)
     attention_dropout = False  # the attention weights are never formed
 
     def __init__(self, dim: int, num_heads: int, *, qkv_dim: int | None = None,

@@ -80,6 +80,10 @@ class LinearAttention(nnx.Module):
     paper = "Katharopoulos et al., ICML 2020"
     complexity = "O(L d^2)"
     subquadratic = True
+    length_options = ("chunk_size",)
+    peer_options: ClassVar[dict] = {}
+    peer_kernel = "linear(elu+1)"
+    lra_departure = "padded keys zeroed (LRA summed the pads into every query)"
     attention_dropout = False  # the attention weights are never materialised (LRA drops none either)
     # At L=64 the contract's causal tests then cross four chunks, not one.
     contract_options: ClassVar[dict] = {"chunk_size": 16}

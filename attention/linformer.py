@@ -32,13 +32,15 @@ Options:
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import jax
 import jax.numpy as jnp
 from flax import nnx
 
 from attention import register
 from attention._projections import HeadProjections, key_mask
-from attention.softmax import softmax_kernel
+from attention._softmax import softmax_kernel
 
 _xavier = nnx.initializers.xavier_uniform()
 
@@ -82,7 +84,15 @@ class LinformerAttention(nnx.Module):
     paper = "Wang et al., arXiv 2006.04768 (2020)"
     complexity = "O(L k d)"
     subquadratic = True
+    peer_options: ClassVar[dict] = {"k": 256}
+    lra_departure = "padded positions masked before the length projection"
     parameter_note = "learns a [k, L] length projection per layer"
+
+    @staticmethod
+    def peer_matmuls(B: int, H: int, L: int, D: int) -> list[tuple[str, int, tuple]]:
+        """k = 256, E and F shared over heads (lra/bench/peers.py ``family_matmuls``)."""
+        return [("E K, F V", 2, (B, 256, L, H * D)), ("logits", 1, (B * H, L, D, 256)),
+                ("values", 1, (B * H, L, 256, D))]
 
     def __init__(self, dim: int, num_heads: int, *, qkv_dim: int | None = None,
                  max_len: int | None = None, dropout: float = 0.0, rngs: nnx.Rngs,

@@ -159,7 +159,17 @@ class LocalAttention(nnx.Module):
     paper = "Tay et al., ICLR 2021 (LRA baseline)"
     complexity = "O(L b d)"
     subquadratic = True
+    length_options = ("block_size",)
+    peer_options: ClassVar[dict] = {"block_size": 128}
+    peer_mechanism = "local/block"
+    lra_departure = "contiguous blocks (LRA: strided groups); CLS global on CLS-pooled tasks"
     contract_options: ClassVar[dict[str, int]] = {"block_size": 8}
+
+    @staticmethod
+    def peer_matmuls(B: int, H: int, L: int, D: int) -> list[tuple[str, int, tuple]]:
+        """Blocks of 128 (lra/bench/peers.py ``family_matmuls``)."""
+        n = L // 128
+        return [("block logits", 1, (B * H * n, 128, D, 128)), ("block values", 1, (B * H * n, 128, 128, D))]
 
     def __init__(self, dim: int, num_heads: int, *, qkv_dim: int | None = None,
                  causal: bool = False, dropout: float = 0.0, rngs: nnx.Rngs,

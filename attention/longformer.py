@@ -136,6 +136,9 @@ class LongformerAttention(nnx.Module):
     paper = "Beltagy et al., arXiv 2020 (2004.05150)"
     complexity = "O(L (w + G) d)"
     subquadratic = True
+    length_options = ("window",)
+    peer_options: ClassVar[dict] = {"window": 256, "global_tokens": 1}
+    lra_departure = "CLS is a global token with its own projections (LRA: none)"
     parameter_note = "global tokens have their own q, k, v projections (set under CLS pooling)"
     contract_options: ClassVar[dict[str, int]] = {"window": 15, "global_tokens": 1}
 

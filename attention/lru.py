@@ -33,6 +33,7 @@ Options: ``state_size`` N (64), ``r_min`` (0.0), ``r_max`` (0.99), ``max_phase``
 from __future__ import annotations
 
 import math
+from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
@@ -64,6 +65,11 @@ class LRU(nnx.Module):
     paper = "Orvieto et al., ICML 2023"
     complexity = "O(L N d)"
     subquadratic = True
+    modern_row = "LRU"
+    modern_departure = ("bidirectional on every task (the paper: only Pathfinder and Path-X); base lr "
+                        "1e-3 (not tabulated); the encoder adds positions")
+    modern_task_departures: ClassVar[dict] = {
+        "image": "the row's Image is colour sCIFAR, this suite's is LRA's grey CIFAR-10"}
     attention_dropout = False  # a linear recurrence has no attention weights to drop
     parameter_note = ("one diagonal linear recurrence per layer (nu, theta, gamma, B, C, D) replaces "
                       "the q, k, v and output projections")

@@ -41,6 +41,7 @@ Options: ``packed_len`` (l = 16; the paper's LRA runs use 16, 128 and 256), ``ti
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
@@ -48,7 +49,7 @@ from flax import nnx
 
 from attention import register
 from attention._projections import Dense, head_dim, key_mask
-from attention.softmax import softmax_kernel
+from attention._softmax import softmax_kernel
 
 
 def luna_kernel(q: jax.Array, k: jax.Array, v: jax.Array, p_q: jax.Array,
@@ -78,6 +79,7 @@ class LunaAttention(nnx.Module):
     paper = "Ma et al., NeurIPS 2021"
     complexity = "O(L l d)"
     subquadratic = True
+    peer_options: ClassVar[dict] = {}
     parameter_note = "learns a packed sequence [l, D] and the projections of a second (pack) attention"
 
     def __init__(self, dim: int, num_heads: int, *, qkv_dim: int | None = None,

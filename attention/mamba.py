@@ -99,6 +99,7 @@ class Mamba(nnx.Module):
     paper = "Gu and Dao, arXiv 2312.00752 (2023)"
     complexity = "O(L E N)"
     subquadratic = True
+    length_options = ("chunk_size",)
     attention_dropout = False  # a recurrence has no attention weights to drop
     parameter_note = ("the Mamba block's expanded inner width (E = 2 D: in_proj D x 2E, out_proj E x D) "
                       "is 1.5x softmax attention's four D x D projections, as in the paper")

@@ -56,6 +56,7 @@ class Mamba2(nnx.Module):
     paper = "Dao and Gu, ICML 2024"
     complexity = "O(L C (N + P) E / P)"
     subquadratic = True
+    length_options = ("chunk_size",)
     attention_dropout = False  # no attention weights to drop
     parameter_note = ("the Mamba-2 block's expanded inner width (E = 2 D: in_proj D x (2E + 2N + H), "
                       "out_proj E x D) is about 1.5x softmax attention's projections, as in the paper")

@@ -63,11 +63,10 @@ import jax.numpy as jnp
 from flax import nnx
 
 from attention import register
-from attention._projections import dropout_probs
+from attention._projections import MASKED_LOGIT, dropout_probs
 from attention._ssm import bidirectional_fft_conv, masked_input, ssm_param
 
 ATTN_FNS = ("softmax", "laplace")
-MASKED_LOGIT = -1e30
 _LAPLACE_MU = math.sqrt(0.5)
 _LAPLACE_SIGMA = math.sqrt(1.0 / (4 * math.pi))
 
@@ -176,6 +175,10 @@ class Mega(nnx.Module):
     paper = "Ma et al., ICLR 2023"
     complexity = "O(L^2 z); chunk c: O(L c z)"
     subquadratic = False  # the default is full attention; chunk_size > 0 is linear (see docstring)
+    length_options = ("chunk_size",)
+    modern_row = "Mega"
+    modern_departure = ("ScaleNorm runs as LayerNorm, linear decay as cosine, the EMA is not truncated; "
+                        "the encoder adds positions")
     parameter_note = ("a multi-dimensional damped EMA plus gated single-head attention with its own "
                       "gate and value projections")
     # The shared contract tests (L=64) then run the chunked path, pads inside the last chunk included;

@@ -81,6 +81,7 @@ class MLSTM(nnx.Module):
     paper = "Beck et al., NeurIPS 2024"
     complexity = "O(L C d + L d^2 / H)"
     subquadratic = True
+    length_options = ("chunk_size",)
     attention_dropout = False  # the weights are never formed
     parameter_note = ("the output gate W_og adds a fifth qkv_dim x D projection to q, k, v and the "
                       "output (1.25x softmax attention's)")

@@ -60,8 +60,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from attention import register
-from attention._projections import HeadProjections, key_mask
-from attention.softmax import MASKED_LOGIT
+from attention._projections import MASKED_LOGIT, HeadProjections, key_mask
 
 _HIGHEST = jax.lax.Precision.HIGHEST
 
@@ -166,10 +165,20 @@ class NystromformerAttention(nnx.Module):
     paper = "Xiong et al., AAAI 2021"
     complexity = "O(L m d + m^3)"
     subquadratic = True
+    peer_options: ClassVar[dict] = {"num_landmarks": 256, "conv_kernel": 33}
+    peer_mechanism = "nystrom"
     attention_dropout = False  # the official Nystrom attention has none
     # At L=64 the default 64 landmarks would be one token each: 8 landmarks (segments of 8 tokens,
     # 5 or 6 for the contract's sequence with 41 real tokens) exercise the landmark averaging.
     contract_options: ClassVar[dict] = {"num_landmarks": 8}
+
+    @staticmethod
+    def peer_matmuls(B: int, H: int, L: int, D: int) -> list[tuple[str, int, tuple]]:
+        """256 landmarks; 6 pseudo-inverse iterations of 4 products (lra/bench/peers.py
+        ``family_matmuls``)."""
+        BH, m = B * H, 256
+        return [("q k~", 1, (BH, L, D, m)), ("q~ k", 1, (BH, m, D, L)), ("(q~ k) v", 1, (BH, m, L, D)),
+                ("pinv", 24, (BH, m, m, m)), ("out", 2, (BH, L, m, m))]
 
     def __init__(self, dim: int, num_heads: int, *, qkv_dim: int | None = None,
                  dropout: float = 0.0, rngs: nnx.Rngs, num_landmarks: int = 64,

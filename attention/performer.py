@@ -190,9 +190,18 @@ class PerformerAttention(nnx.Module):
     paper = "Choromanski et al., ICLR 2021"
     complexity = "O(L m d)"
     subquadratic = True
+    length_options = ("chunk_size",)
+    peer_options: ClassVar[dict] = {"nb_features": 256}
+    lra_departure = "padded keys zeroed"
     attention_dropout = False  # the attention weights are never materialised (LRA drops none either)
     # At L=64 the contract's causal tests then cross four chunks, not one.
     contract_options: ClassVar[dict] = {"chunk_size": 16}
+
+    @staticmethod
+    def peer_matmuls(B: int, H: int, L: int, D: int) -> list[tuple[str, int, tuple]]:
+        """256 features (lra/bench/peers.py ``family_matmuls``)."""
+        return [("features", 2, (B * H, L, D, 256)), ("phi_k^T v", 1, (B * H, 256, L, D)),
+                ("phi_q kv", 1, (B * H, L, 256, D))]
 
     def __init__(self, dim: int, num_heads: int, *, qkv_dim: int | None = None,
                  causal: bool = False, dropout: float = 0.0, rngs: nnx.Rngs,

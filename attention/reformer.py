@@ -56,9 +56,8 @@ import jax.numpy as jnp
 from flax import nnx
 
 from attention import register
-from attention._projections import HeadProjections, dropout_probs, key_mask
+from attention._projections import MASKED_LOGIT, HeadProjections, dropout_probs, key_mask
 
-MASKED_LOGIT = -1e30
 SELF_LOGIT = -1e5  # below any real logit, above masked ones: self wins only when alone
 
 
@@ -158,6 +157,10 @@ class ReformerAttention(nnx.Module):
     paper = "Kitaev et al., ICLR 2020"
     complexity = "O(n_hashes L (log L + chunk) d)"
     subquadratic = True
+    length_options = ("chunk_size",)
+    peer_options: ClassVar[dict] = {"n_hashes": 8, "chunk_size": 64}
+    peer_mechanism = "reformer-lsh"
+    lra_departure = "chunks of 64 in sorted order, normalised keys, pads masked (LRA: ~L/10 chunks)"
     parameter_note = "queries and keys share one projection"
     # At the contract tests' L=64: 8 chunks and 4 buckets, LRA's single hash round. Hashing is
     # discontinuous: ~0.1% of buckets flip between float32 and bfloat16 inputs and a flip changes
@@ -165,6 +168,13 @@ class ReformerAttention(nnx.Module):
     # agreement at 95% of positions (multi-round paths are tested in tests/attention/test_reformer.py).
     contract_options: ClassVar[dict[str, int]] = {"chunk_size": 8, "n_buckets": 4, "n_hashes": 1}
     discrete_routing = True  # LSH buckets can flip under bf16 rounding (see the contract tests)
+
+    @staticmethod
+    def peer_matmuls(B: int, H: int, L: int, D: int) -> list[tuple[str, int, tuple]]:
+        """8 hashes, chunks of 64 against their own and the previous chunk (lra/bench/peers.py
+        ``family_matmuls``)."""
+        c = 8 * L // 64
+        return [("chunk logits", 1, (B * H * c, 64, D, 128)), ("chunk values", 1, (B * H * c, 64, 128, D))]
 
     def __init__(self, dim: int, num_heads: int, *, qkv_dim: int | None = None,
                  causal: bool = False, dropout: float = 0.0, rngs: nnx.Rngs,

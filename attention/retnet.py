@@ -76,6 +76,7 @@ class RetNet(nnx.Module):
     paper = "Sun et al., arXiv 2307.08621 (2023)"
     complexity = "O(L C d + L d^2 / H)"
     subquadratic = True
+    length_options = ("chunk_size",)
     attention_dropout = False  # the retention weights are never formed
     parameter_note = ("RetNet's value and gate widths are 2x qkv_dim (the paper's d_v = 2 d), so "
                       "W_v, W_g and W_o are twice softmax's")

@@ -108,6 +108,9 @@ class S4D(nnx.Module):
     paper = "Gu et al., NeurIPS 2022"
     complexity = "O(L N d + L log L d)"
     subquadratic = True
+    modern_row = "S4D-LegS"
+    modern_departure = ("S4D-Inv initialisation (the row: S4D-LegS); the S4 block's GLU runs as a "
+                        "half-GLU; the encoder adds positions")
     attention_dropout = False  # a convolution with an SSM kernel has no attention weights to drop
     parameter_note = ("a diagonal state space per channel (complex A, B, C, a step size and D) and an "
                       "output mixing layer replace the q, k, v and output projections")

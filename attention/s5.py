@@ -128,6 +128,9 @@ class S5(nnx.Module):
     paper = "Smith et al., ICLR 2023"
     complexity = "O(L P d)"
     subquadratic = True
+    modern_row = "S5"
+    modern_departure = ("half_glu2 runs as half_glu1; dt_global and S5's opt_config variants not "
+                        "modelled; the encoder adds positions")
     attention_dropout = False  # a linear recurrence has no attention weights to drop
     parameter_note = ("one MIMO diagonal state space per layer (Lambda, B, C, step sizes, D) replaces "
                       "the q, k, v and output projections")

@@ -196,8 +196,19 @@ class SinkhornAttention(nnx.Module):
     paper = "Tay et al., ICML 2020"
     complexity = "O(L b d + L^2 d / b)"
     subquadratic = True
+    length_options = ("block_size",)
+    peer_options: ClassVar[dict] = {"block_size": 64}
+    lra_departure = "each block attends to its own and its soft-sorted block (LRA summed all blocks)"
     # At the contract tests' L=64: 8 blocks, so the sorting really mixes blocks.
     contract_options: ClassVar[dict[str, int]] = {"block_size": 8}
+
+    @staticmethod
+    def peer_matmuls(B: int, H: int, L: int, D: int) -> list[tuple[str, int, tuple]]:
+        """Block 64: each block's queries against its own and its sorted block (128 keys), and the
+        sorting matrix P applied to K and V (lra/bench/peers.py ``family_matmuls``)."""
+        n = L // 64
+        return [("block logits", 1, (B * H * n, 64, D, 128)), ("block values", 1, (B * H * n, 64, 128, D)),
+                ("P K, P V", 2, (B * H, n, n, 64 * D))]
 
     def __init__(self, dim: int, num_heads: int, *, qkv_dim: int | None = None,
                  max_len: int | None = None, dropout: float = 0.0, rngs: nnx.Rngs,

@@ -166,6 +166,9 @@ class SparseAttention(nnx.Module):
     paper = "Child et al., arXiv 2019 (1904.10509)"
     complexity = "O(L (l + L c / l) d)"
     subquadratic = False  # with LRA's fixed l and c the summary set grows with L
+    length_options = ("block_size", "num_summary")
+    peer_options: ClassVar[dict] = {}
+    lra_departure = "non-causal fixed pattern (LRA: causal); c summary columns (LRA: c + 1)"
     contract_options: ClassVar[dict[str, int]] = {"block_size": 8, "num_summary": 2}
 
     def __init__(self, dim: int, num_heads: int, *, qkv_dim: int | None = None,

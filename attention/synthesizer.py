@@ -32,6 +32,7 @@ whole [H, ., .] array).
 from __future__ import annotations
 
 import math
+from typing import ClassVar
 
 import jax
 import jax.numpy as jnp
@@ -39,7 +40,7 @@ from flax import nnx
 
 from attention import register
 from attention._projections import Dense, head_dim, key_mask
-from attention.softmax import attend
+from attention._softmax import attend
 
 MODES = ("dense", "random", "factorized_random")
 _per_head_xavier = nnx.initializers.xavier_uniform(batch_axis=(0,))
@@ -72,6 +73,7 @@ class SynthesizerAttention(nnx.Module):
     paper = "Tay et al., ICML 2021"
     complexity = "O(L^2 d)"
     subquadratic = False
+    peer_options: ClassVar[dict] = {}
     parameter_note = "random mode learns an [H, L, L] logit matrix per layer"
 
     def __init__(self, dim: int, num_heads: int, *, qkv_dim: int | None = None,

@@ -31,7 +31,8 @@ from typing import Any
 import jax
 import orbax.checkpoint as ocp
 
-from lra.config import flatten, with_protocol
+from lra import atomic
+from lra.config import config_diff, with_protocol
 
 _FULL = {errno.ENOSPC: "no space left on device", errno.EDQUOT: "disk quota exceeded",
          errno.EFBIG: "file too large"}
@@ -196,9 +197,8 @@ class Checkpoints:
             folder = self.root / which / str(step)
             if folder.is_dir():
                 self.sums.mkdir(parents=True, exist_ok=True)
-                tmp = self._sum_file(which, step).with_suffix(f".tmp{os.getpid()}")
-                tmp.write_text(f"{folder_digest(folder)}  {which}/{step}\n")
-                os.replace(tmp, self._sum_file(which, step))
+                atomic.replace(self._sum_file(which, step),
+                               f"{folder_digest(folder)}  {which}/{step}\n".encode())
         if done:
             self.forget_deleted()
 
@@ -286,11 +286,9 @@ class Checkpoints:
 
 def check_same_config(saved: dict[str, Any], current: dict[str, Any]) -> None:
     """Refuse to resume a checkpoint written under another configuration, naming the keys."""
-    a, b = flatten(with_protocol(saved)), flatten(with_protocol(current))
-    differ = sorted(k for k in a.keys() | b.keys() if a.get(k, "<absent>") != b.get(k, "<absent>"))
+    differ = config_diff(with_protocol(saved), with_protocol(current))
     if differ:
-        lines = [f"  {k}: checkpoint {a.get(k, '<absent>')!r}, now {b.get(k, '<absent>')!r}"
-                 for k in differ]
+        lines = [f"  {k}: checkpoint {was!r}, now {now!r}" for k, (was, now) in differ.items()]
         raise ConfigMismatchError(
             "the work directory holds a checkpoint of a different configuration:\n"
             + "\n".join(lines) + "\nuse another --workdir, or delete its checkpoints/ to start over")

@@ -435,3 +435,17 @@ def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
         else:
             out[f"{prefix}{k}"] = v
     return out
+
+
+ABSENT = "<absent>"  # config_diff's value of a key that one config lacks
+
+
+def config_diff(a: dict[str, Any], b: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+    """{dotted key: (a's value, b's value)} of every leaf where two configs (nested dicts, e.g.
+    ``Config.to_dict()`` or a saved one) differ, sorted by key; a key one of them lacks has
+    ``ABSENT`` on that side. ``{}`` when they are the same. The one comparison of two configs
+    (a checkpoint's against the run's, a run's against its preset's)."""
+    flat_a, flat_b = flatten(a), flatten(b)
+    return {k: (flat_a.get(k, ABSENT), flat_b.get(k, ABSENT))
+            for k in sorted(flat_a.keys() | flat_b.keys())
+            if flat_a.get(k, ABSENT) != flat_b.get(k, ABSENT)}

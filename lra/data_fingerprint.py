@@ -26,10 +26,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
+
+from lra import atomic
 
 CACHE_FILE = ".lra-fingerprints.json"
 
@@ -69,10 +69,7 @@ def _load_cache(data_dir: Path) -> dict[str, Any]:
 
 def _save_cache(data_dir: Path, cache: dict[str, Any]) -> None:
     try:
-        fd, tmp = tempfile.mkstemp(dir=data_dir, prefix=f".{CACHE_FILE}.", suffix=".tmp")
-        with os.fdopen(fd, "w") as f:
-            json.dump(cache, f, sort_keys=True)
-        os.replace(tmp, data_dir / CACHE_FILE)
+        atomic.replace(data_dir / CACHE_FILE, json.dumps(cache, sort_keys=True).encode())
     except OSError:
         pass  # a read-only data directory: hash again next time
 

@@ -7,7 +7,7 @@
 The checkpoint is verified as a resumed run verifies it (``lra.checkpoint``: the SHA-256 recorded
 when it was written) and only then restored; the model is rebuilt from the config stored with it
 (not from today's configs/), and the split is evaluated with the trainer's own evaluation step,
-batching and summation order (``lra.train.make_eval_step``, ``lra.data_pipeline.eval_batches``), so
+batching and summation order (``lra.train.evaluate_split``, the loop validation and test run), so
 at the training run's batch size (the default) the accuracy equals the one the run recorded, bit
 for bit on the same device (long-range-arena#60: a reloaded checkpoint that scores like a random
 model is the failure this guards against; tests/commands/test_evaluate.py checks it).
@@ -32,7 +32,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from lra.results import RESULTS_DIR_HELP, default_results_dir
 
@@ -102,20 +102,9 @@ def _config(saved: Any, where: Path):
     return cfg
 
 
-def evaluate(workdir: Path, *, checkpoint: str = "last", split: str = "test",
-             batch_size: int | None = None, data_dir: Path | None = None,
-             progress: bool = True, allow_other_data: bool = False,
-             stops=None) -> dict[str, Any]:
-    """Restore ``workdir``'s newest verified ``checkpoint`` and evaluate ``split``.
-
-    The data evaluated must be the data the checkpoint was trained on (its stored fingerprint,
-    ``lra.data_fingerprint``; a checkpoint written before fingerprints existed is not checked),
-    unless ``allow_other_data``. ``stops``: a ``lra.stop_signals.StopSignals`` whose signal
-    raises ``Stopped`` at the next safe point (after the data, after restoring, between batches).
-
-    Returns {accuracy, loss, examples, step, checkpoint, split, batch_size, config (a dict)}.
-    Raises ``EvaluateError`` with a one-line message for anything that makes the checkpoint unusable.
-    """
+def _check_request(workdir: Path, checkpoint: str, split: str, data_dir: Path | None) -> Path:
+    """``workdir`` as a Path once the request is one that can be evaluated (names, paths, no live
+    training run holding the work directory); else ``EvaluateError``."""
     if checkpoint not in CHECKPOINTS:
         raise EvaluateError(f"unknown checkpoint {checkpoint!r}; choose from {', '.join(CHECKPOINTS)}")
     if split not in SPLITS:
@@ -138,22 +127,52 @@ def evaluate(workdir: Path, *, checkpoint: str = "last", split: str = "test",
     if not (workdir / "checkpoints" / checkpoint).is_dir():
         raise EvaluateError(f"no {checkpoint!r} checkpoint in {workdir} "
                             f"({workdir / 'checkpoints' / checkpoint} does not exist)")
+    return workdir
 
-    import jax
-    from tqdm.auto import tqdm
 
+class _Restored(NamedTuple):
+    """A checkpoint restored into the model its stored config builds, and the split to evaluate."""
+
+    step: int
+    meta: dict[str, Any]
+    cfg: Any  # lra.config.Config
+    fingerprint: dict[str, Any]
+    differ: str | None
+    source: Any
+    mesh: Any
+    batch: int
+    setup: Any  # lra.train's create_train_state result
+    state: Any
+
+
+def _task_data(cfg, data_dir: Path, meta: dict[str, Any], where: Path, split: str,
+               allow_other_data: bool):
+    """(task, fingerprint, difference, source of the split), refused when the data present is not the
+    data the checkpoint was trained on (unless ``allow_other_data``)."""
     import tasks
-    from lra import data_fingerprint, results, sharding, stop_signals
+    from lra import data_fingerprint
+
+    task = tasks.build(cfg.task, data_dir, **cfg.data)
+    try:
+        task.prepare()
+    except tasks.DataError as err:
+        raise EvaluateError(f"data of {cfg.task}: {' '.join(str(err).split())}") from None
+    fingerprint = data_fingerprint.fingerprint(task.provenance(), data_dir)
+    differ = data_fingerprint.difference(meta.get("data_fingerprint"), fingerprint)
+    if differ and not allow_other_data:
+        raise EvaluateError(f"{where} was trained on other data than the data in {data_dir} "
+                            f"({differ}); --allow-other-data evaluates it anyway")
+    return task, fingerprint, differ, task.source(split)
+
+
+def _restore(workdir: Path, checkpoint: str, split: str, batch_size: int | None,
+             data_dir: Path | None, allow_other_data: bool, safe_point) -> _Restored:
+    """Verify and restore the newest ``checkpoint``, its data checked and its split read."""
+    from lra import sharding
     from lra.checkpoint import CheckpointError, Checkpoints
     from lra.data import default_data_dir
-    from lra.data_pipeline import eval_batches
-    from lra.train import create_train_state, jit_eval_step
+    from lra.train import create_train_state
 
-    def safe_point(stage: str) -> None:
-        if stops is not None:
-            stop_signals.check(stops, stage)
-
-    safe_point("start")
     ckpt = Checkpoints(workdir)
     try:
         step = _pick_step(ckpt, checkpoint)
@@ -161,17 +180,8 @@ def evaluate(workdir: Path, *, checkpoint: str = "last", split: str = "test",
         meta = ckpt.restore_meta(checkpoint, step)
         cfg = _config(meta.get("config"), where)
         data_dir = Path(data_dir or default_data_dir())
-        task = tasks.build(cfg.task, data_dir, **cfg.data)
-        try:
-            task.prepare()
-        except tasks.DataError as err:
-            raise EvaluateError(f"data of {cfg.task}: {' '.join(str(err).split())}") from None
-        fingerprint = data_fingerprint.fingerprint(task.provenance(), data_dir)
-        differ = data_fingerprint.difference(meta.get("data_fingerprint"), fingerprint)
-        if differ and not allow_other_data:
-            raise EvaluateError(f"{where} was trained on other data than the data in {data_dir} "
-                                f"({differ}); --allow-other-data evaluates it anyway")
-        source = task.source(split)
+        task, fingerprint, differ, source = _task_data(cfg, data_dir, meta, where, split,
+                                                       allow_other_data)
         safe_point("setup")
         if len(source) == 0:
             raise EvaluateError(f"the {split} split of {cfg.task} is empty")
@@ -193,32 +203,57 @@ def evaluate(workdir: Path, *, checkpoint: str = "last", split: str = "test",
         raise EvaluateError(" ".join(str(err).split())) from None
     finally:
         ckpt.close()
+    return _Restored(step, meta, cfg, fingerprint, differ, source, mesh, batch, setup, state)
+
+
+def evaluate(workdir: Path, *, checkpoint: str = "last", split: str = "test",
+             batch_size: int | None = None, data_dir: Path | None = None,
+             progress: bool = True, allow_other_data: bool = False,
+             stops=None) -> dict[str, Any]:
+    """Restore ``workdir``'s newest verified ``checkpoint`` and evaluate ``split``.
+
+    The data evaluated must be the data the checkpoint was trained on (its stored fingerprint,
+    ``lra.data_fingerprint``; a checkpoint written before fingerprints existed is not checked),
+    unless ``allow_other_data``. ``stops``: a ``lra.stop_signals.StopSignals`` whose signal
+    raises ``Stopped`` at the next safe point (after the data, after restoring, between batches).
+
+    Returns {accuracy, loss, examples, step, checkpoint, split, batch_size, config (a dict)}.
+    Raises ``EvaluateError`` with a one-line message for anything that makes the checkpoint unusable.
+    """
+    workdir = _check_request(workdir, checkpoint, split, data_dir)
+
+    import jax
+    from tqdm.auto import tqdm
+
+    from lra import results, stop_signals
+    from lra.train import evaluate_split, jit_eval_step
+
+    def safe_point(stage: str) -> None:
+        if stops is not None:
+            stop_signals.check(stops, stage)
+
+    safe_point("start")
+    r = _restore(workdir, checkpoint, split, batch_size, data_dir, allow_other_data, safe_point)
     safe_point("restore")
 
-    data_sharding = sharding.batch_sharding(mesh)
-    eval_step = jit_eval_step(setup.graphdef, mesh)
-    # The trainer's _evaluate, step for step: the same batches, the same float sums in order.
-    sums = {"correct": 0.0, "loss": 0.0, "count": 0.0}
-    bar = tqdm(total=-(-len(source) // batch), desc=f"{cfg.task}/{cfg.attention} {split}",
+    bar = tqdm(total=-(-len(r.source) // r.batch), desc=f"{r.cfg.task}/{r.cfg.attention} {split}",
                disable=not progress or jax.process_index() != 0, dynamic_ncols=True,
                mininterval=1.0, file=sys.stderr, leave=False)
-    for b in eval_batches(source, batch, process_index=jax.process_index(),
-                          process_count=jax.process_count()):
+
+    def before_batch() -> None:
         safe_point("eval")
-        out = eval_step(state["params"], state["batch_stats"], setup.rest,
-                        sharding.to_global(b, data_sharding))
-        for k in sums:
-            sums[k] += float(out[k])
         bar.update(1)
+
+    # The trainer's own evaluation loop: the same batches, the same float sums in order.
+    out = evaluate_split(jit_eval_step(r.setup.graphdef, r.mesh), r.state, r.setup.rest, r.source,
+                         r.batch, r.mesh, before_batch=before_batch)
     bar.close()
-    n = max(sums["count"], 1.0)
-    return {"accuracy": sums["correct"] / n, "loss": sums["loss"] / n,
-            "examples": int(sums["count"]), "step": step, "checkpoint": checkpoint, "split": split,
-            "batch_size": batch, "config": cfg.to_dict(),
-            "data_fingerprint": fingerprint, "trained_on": meta.get("data_fingerprint"),
-            "other_data": bool(differ),
+    return {**out, "step": r.step, "checkpoint": checkpoint, "split": split,
+            "batch_size": r.batch, "config": r.cfg.to_dict(),
+            "data_fingerprint": r.fingerprint, "trained_on": r.meta.get("data_fingerprint"),
+            "other_data": bool(r.differ),
             # the code that trained the checkpoint (lra.train.History.code; older ones lack it)
-            "trained_under": results.code_sessions(meta.get("history", {}).get("code", []))}
+            "trained_under": results.code_sessions(r.meta.get("history", {}).get("code", []))}
 
 
 def training_run_file(workdir: Path) -> str | None:

@@ -30,13 +30,13 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import struct
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from lra import atomic
 
 TENSORBOARD_DIR = "tensorboard"
 METRICS_FILE = "metrics.jsonl"
@@ -157,17 +157,6 @@ def read_jsonl(path: Path, dropped: list[int] | None = None) -> list[dict[str, A
     return records
 
 
-def _replace_atomically(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def truncate_jsonl(path: Path, step: int) -> list[dict[str, Any]]:
     """Keep the records a checkpoint at ``step`` covers (none for step 0); return them."""
     path = Path(path)
@@ -182,8 +171,31 @@ def truncate_jsonl(path: Path, step: int) -> list[dict[str, Any]]:
         shown = ", ".join(map(str, dropped[:10])) + (", ..." if len(dropped) > 10 else "")
         print(f"warning: {path}: {len(dropped)} damaged line(s) dropped (line {shown}); the "
               f"{len(kept)} good records up to step {step} are kept", file=sys.stderr)
-    _replace_atomically(path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in kept).encode())
+    atomic.replace(path, "".join(json.dumps(r, sort_keys=True) + "\n" for r in kept).encode())
     return kept
+
+
+def _framed(data: bytes, pos: int, crc) -> tuple[int, bool] | None:
+    """(end, payload ok) of a TFRecord record at ``pos`` whose length verifies, else None."""
+    if pos + 12 > len(data):
+        return None
+    header = data[pos:pos + 8]
+    if struct.unpack("<I", data[pos + 8:pos + 12])[0] != crc(header):
+        return None
+    end = pos + 12 + struct.unpack("<Q", header)[0] + 4
+    if end > len(data):
+        return None
+    ok = struct.unpack("<I", data[end - 4:end])[0] == crc(data[pos + 12:end - 4])
+    return end, ok
+
+
+def _resync(data: bytes, pos: int, crc) -> int:
+    """The first offset after ``pos`` where a whole record verifies (or where fewer than a header's
+    12 bytes are left)."""
+    pos += 1
+    while pos + 12 <= len(data) and not (_framed(data, pos, crc) or (0, False))[1]:
+        pos += 1
+    return pos
 
 
 def event_records(path: Path, damage: list[str] | None = None) -> Iterator[tuple[bytes, bytes]]:
@@ -197,28 +209,11 @@ def event_records(path: Path, damage: list[str] | None = None) -> Iterator[tuple
     from tensorboardX.record_writer import masked_crc32c
 
     data = Path(path).read_bytes()
-
-    def framed(pos: int) -> tuple[int, bool] | None:
-        """(end, payload ok) of a record at ``pos`` whose length verifies, else None."""
-        if pos + 12 > len(data):
-            return None
-        header = data[pos:pos + 8]
-        if struct.unpack("<I", data[pos + 8:pos + 12])[0] != masked_crc32c(header):
-            return None
-        end = pos + 12 + struct.unpack("<Q", header)[0] + 4
-        if end > len(data):
-            return None
-        ok = struct.unpack("<I", data[end - 4:end])[0] == masked_crc32c(data[pos + 12:end - 4])
-        return end, ok
-
     pos = 0
     while pos + 12 <= len(data):
-        found = framed(pos)
+        found = _framed(data, pos, masked_crc32c)
         if found is None:
-            start = pos
-            pos += 1
-            while pos + 12 <= len(data) and not (framed(pos) or (0, False))[1]:
-                pos += 1
+            start, pos = pos, _resync(data, pos, masked_crc32c)
             if pos + 12 > len(data):
                 if damage is not None:
                     damage.append(f"{len(data) - start} bytes from offset {start} unreadable "
@@ -262,7 +257,7 @@ def truncate_events(events_dir: Path, step: int) -> None:
             print(f"warning: {path}: {len(damage)} damaged part(s) dropped ({'; '.join(damage)});"
                   f" {len(kept)} records up to step {step} are kept, those after the damage "
                   f"included", file=sys.stderr)
-        _replace_atomically(path, b"".join(kept))
+        atomic.replace(path, b"".join(kept))
 
 
 def read_scalars(events_dir: Path) -> dict[str, list[tuple[int, float]]]:

@@ -113,48 +113,63 @@ def _one_request(url: str, part: Path, timeout: float, progress: bool) -> int:
                                f"({total} bytes); starting over") from None
         raise ReleaseError(f"{url}: HTTP {err.code} {err.reason}") from None
     with response:
-        if response.status == 206:
-            start = _content_range_start(response.headers.get("Content-Range"))
-            if start != have:
-                part.unlink()
-                raise _Interrupted(f"the server resumed at byte {start}, not {have}; starting over")
-            total = _content_range_total(response.headers.get("Content-Range"))
-            mode = "ab"
-        else:  # 200: the whole file (a server that ignores Range)
-            length = response.headers.get("Content-Length")
-            total = int(length) if length and length.isdigit() else None
-            have, mode = 0, "wb"
+        have, total, mode = _resume_point(response, part, have)
         try:
             f = open(part, mode)
         except OSError as err:
             raise ReleaseError(f"{part}: cannot write it ({err.strerror or err})") from None
         with f, _bar(total, have, part.name, progress) as bar:
-            while True:
-                try:
-                    chunk = response.read(_CHUNK)
-                except TimeoutError as err:
-                    raise _Stalled(f"the server sent nothing for {timeout:g} s ({err})") from None
-                except (OSError, http.client.HTTPException) as err:
-                    raise _Interrupted(f"connection lost: {err}") from None
-                if not chunk:
-                    break
-                try:
-                    f.write(chunk)
-                except OSError as err:  # disk full, quota, permissions: not the network's fault
-                    raise ReleaseError(f"{part}: writing failed ({err.strerror or err}); "
-                                       f"{f.tell()} bytes are kept there, free space and run the "
-                                       f"same command again to resume") from None
-                bar.update(len(chunk))
-        size = part.stat().st_size
-        if total is None:
-            return size  # the server gave no size: trust the end of the stream
-        if size < total:
-            raise _Interrupted(f"connection closed after {size} of {total} bytes")
-        if size > total:
+            _copy(response, f, part, timeout, bar)
+        return _checked_size(part, total)
+
+
+def _resume_point(response, part: Path, have: int) -> tuple[int, int | None, str]:
+    """(bytes kept, total size or None, file mode) for the response to a request from ``have``."""
+    if response.status == 206:
+        start = _content_range_start(response.headers.get("Content-Range"))
+        if start != have:
             part.unlink()
-            raise _Interrupted(f"received {size} bytes, more than the {total} announced; "
-                               f"starting over")
+            raise _Interrupted(f"the server resumed at byte {start}, not {have}; starting over")
+        return have, _content_range_total(response.headers.get("Content-Range")), "ab"
+    # 200: the whole file (a server that ignores Range)
+    length = response.headers.get("Content-Length")
+    return 0, (int(length) if length and length.isdigit() else None), "wb"
+
+
+def _copy(response, f, part: Path, timeout: float, bar) -> None:
+    """The response's bytes into ``f`` until the stream ends; a network failure is _Interrupted
+    (or _Stalled), a write failure a ReleaseError that keeps what was written."""
+    while True:
+        try:
+            chunk = response.read(_CHUNK)
+        except TimeoutError as err:
+            raise _Stalled(f"the server sent nothing for {timeout:g} s ({err})") from None
+        except (OSError, http.client.HTTPException) as err:
+            raise _Interrupted(f"connection lost: {err}") from None
+        if not chunk:
+            return
+        try:
+            f.write(chunk)
+        except OSError as err:  # disk full, quota, permissions: not the network's fault
+            raise ReleaseError(f"{part}: writing failed ({err.strerror or err}); "
+                               f"{f.tell()} bytes are kept there, free space and run the "
+                               f"same command again to resume") from None
+        bar.update(len(chunk))
+
+
+def _checked_size(part: Path, total: int | None) -> int:
+    """``part``'s size once it is complete (``total`` None: the server gave no size, so the end of
+    the stream is trusted); _Interrupted if short, and removed if longer than announced."""
+    size = part.stat().st_size
+    if total is None:
         return size
+    if size < total:
+        raise _Interrupted(f"connection closed after {size} of {total} bytes")
+    if size > total:
+        part.unlink()
+        raise _Interrupted(f"received {size} bytes, more than the {total} announced; "
+                           f"starting over")
+    return size
 
 
 def download(url: str, dest: Path, *, attempts: int = 5, timeout: float = 30.0,

@@ -55,31 +55,20 @@ LRA_COMMON = {  # per task (the fixes that apply to every family there)
                   "of LRA's pathfinder32 config at HEAD (4 layers, d 32)",
     "pathx": "masks from true lengths (LRA masked black pixels as padding)",
 }
-LRA_DEPARTURES = {
-    "local": "contiguous blocks (LRA: strided groups); CLS global on CLS-pooled tasks",
-    "sparse": "non-causal fixed pattern (LRA: causal); c summary columns (LRA: c + 1)",
-    "longformer": "CLS is a global token with its own projections (LRA: none)",
-    "linformer": "padded positions masked before the length projection",
-    "reformer": "chunks of 64 in sorted order, normalised keys, pads masked (LRA: ~L/10 chunks)",
-    "sinkhorn": "each block attends to its own and its soft-sorted block (LRA summed all blocks)",
-    "bigbird": "random blocks drawn once; Image runs 4 heads (LRA's num_head typo)",
-    "linear": "padded keys zeroed (LRA summed the pads into every query)",
-    "performer": "padded keys zeroed",
-    "cosformer": "not in LRA: the cosFormer paper's model at the Transformer's size of each task",
-}
-# Where a modern recipe runs differently here (configs/_recipes.py's docstring).
-MODERN_DEPARTURES = {
-    "s5": "half_glu2 runs as half_glu1; dt_global and S5's opt_config variants not modelled; "
-          "the encoder adds positions",
-    "s4d": "S4D-Inv initialisation (the row: S4D-LegS); the S4 block's GLU runs as a half-GLU; "
-           "the encoder adds positions",
-    "lru": "bidirectional on every task (the paper: only Pathfinder and Path-X); base lr 1e-3 "
-           "(not tabulated); the encoder adds positions",
-    "mega": "ScaleNorm runs as LayerNorm, linear decay as cosine, the EMA is not truncated; the "
-            "encoder adds positions",
-}
-# The published modern rows this suite has a family for (S4, Mega-chunk, Megalodon: none).
-MODERN_FAMILIES = {"S5": "s5", "S4D-LegS": "s4d", "LRU": "lru", "Mega": "mega"}
+
+
+def _declared(attr: str) -> dict[str, Any]:
+    """{family: its ``attr``} for every family of this tree whose file declares it, read as text
+    (lra/declared.py), so that ``--list`` imports no JAX.
+
+    The family's facts for this command: ``lra_departure``, where its LRA-protocol rows depart from
+    LRA's own run beyond ``LRA_COMMON``; ``modern_row``, the published modern row
+    (lra.leaderboard.published) that its recipe reproduces (S4, Mega-chunk and Megalodon have no
+    family here); ``modern_departure``, where that recipe runs differently here
+    (configs/_recipes.py's docstring), with ``modern_task_departures`` before it on those tasks."""
+    from lra.declared import declared
+
+    return {family: facts[attr] for family, facts in declared("attention").items() if attr in facts}
 
 
 @dataclass(frozen=True)
@@ -106,23 +95,23 @@ def _rows() -> dict[str, Row]:
     from lra.leaderboard import published
 
     rows: dict[str, Row] = {}
+    lra_departures = _declared("lra_departure")
     for source, table in published.SOURCES:
         for family, values in table.items():
             for task, value in zip(published.TASKS, values):
                 if value is None:
                     continue
                 name = f"lra/{family}/{task}"
-                departs = "; ".join(x for x in (LRA_DEPARTURES.get(family), LRA_COMMON[task]) if x)
+                departs = "; ".join(x for x in (lra_departures.get(family), LRA_COMMON[task]) if x)
                 rows[name] = Row(name, "lra", family, task, value, source, departs=departs)
+    modern_families = {label: family for family, label in _declared("modern_row").items()}
     for label, (values, _, source) in published.MODERN_PUBLISHED.items():
-        family = MODERN_FAMILIES.get(label)
+        family = modern_families.get(label)
         if family is None:
             continue
         for task, value in zip(published.TASKS, values):
-            departs = MODERN_DEPARTURES[family]
-            if family == "lru" and task == "image":
-                departs = "the row's Image is colour sCIFAR, this suite's is LRA's grey CIFAR-10; " \
-                          + departs
+            departs = "; ".join(x for x in (_declared("modern_task_departures").get(family, {}).get(task),
+                                            _declared("modern_departure")[family]) if x)
             name = f"modern/{family}/{task}"
             rows[name] = Row(name, "modern", family, task, value, f"{label}: {source}",
                              departs=departs)
@@ -201,13 +190,11 @@ def _cell_text(values: list[float]) -> str:
             else f"{s.mean:.2f} ± {s.std:.2f} [{s.low:.2f}, {s.high:.2f}] ({s.n})")
 
 
-def table(row: Row, cells: dict[Any, dict[int, dict]], seeds: list[int], preset: str,
-          overrides: tuple[str, ...] = ()) -> list[str]:
-    """The comparison, as Markdown lines with the notes under it: one line per leaderboard cell
-    that holds the row's seeds (more than one only where seeds ran on other data or devices)."""
-    from lra.leaderboard import published
+def _cell_rows(row: Row, cells: dict[Any, dict[int, dict]], seeds: list[int]):
+    """(table rows, per-seed notes, seeds measured): one table row per cell holding a measured
+    seed of the row, the printed value beside it."""
     from lra.leaderboard.accuracy import at_chance as leaderboard_at_chance
-    from lra.leaderboard.cells import cell_stats, md_table
+    from lra.leaderboard.cells import cell_stats
 
     key, _ = metric_keys(row.protocol)
     printed = row.printed if isinstance(row.printed, str) else f"{row.printed:.2f}"
@@ -233,6 +220,38 @@ def table(row: Row, cells: dict[Any, dict[int, dict]], seeds: list[int], preset:
                            f"{chance}/{len(values)}"])
     if not table_rows:
         table_rows.append([printed, "—", "—", "—", "0/0"])
+    return table_rows, per_seed, measured
+
+
+def _notes(row: Row, preset: str, overrides: tuple[str, ...]) -> list[str]:
+    """The notes under the table that depend on the row and the run's recipe only."""
+    from lra.leaderboard import published
+
+    lines = []
+    if preset != row.preset:
+        lines.append(f"not like for like: preset {preset} is not the row's budget "
+                     f"({row.preset}: {row.command()}); the difference says nothing about the "
+                     f"recipe")
+    if overrides:
+        lines.append(f"not the row's recipe: --set {' --set '.join(overrides)} on top of it")
+    lines.append("at chance: test accuracy within one standard error of 1/classes, "
+                 "sqrt(p (1 - p) / n) on the seed's n test examples")
+    if row.departs:
+        where = ('docs/families-and-protocols.md "Comparability with LRA\'s Table 1"'
+                 if row.protocol == "lra" else 'docs/families-and-protocols.md "Two protocols"')
+        lines.append(f"this suite's config departs from the row's: {row.departs} ({where})")
+    if row.printed == published.FAIL:
+        lines.append("printed FAIL: the source reports the model at chance (no accuracy printed)")
+    return lines
+
+
+def table(row: Row, cells: dict[Any, dict[int, dict]], seeds: list[int], preset: str,
+          overrides: tuple[str, ...] = ()) -> list[str]:
+    """The comparison, as Markdown lines with the notes under it: one line per leaderboard cell
+    that holds the row's seeds (more than one only where seeds ran on other data or devices)."""
+    from lra.leaderboard.cells import md_table
+
+    table_rows, per_seed, measured = _cell_rows(row, cells, seeds)
     what = ("test accuracy at the last step" if row.protocol == "lra"
             else "test accuracy at the best-validation step")
     lines = [f"{row.name}: {row.source}; {what}, percent; preset {preset}, seeds "
@@ -249,21 +268,7 @@ def table(row: Row, cells: dict[Any, dict[int, dict]], seeds: list[int], preset:
     if len(measured) < len(seeds):
         lines.append(f"{len(seeds) - len(measured)} of {len(seeds)} seeds have no result yet "
                      f"(failed, another shard's, not run, or a file the leaderboard skips)")
-    if preset != row.preset:
-        lines.append(f"not like for like: preset {preset} is not the row's budget "
-                     f"({row.preset}: {row.command()}); the difference says nothing about the "
-                     f"recipe")
-    if overrides:
-        lines.append(f"not the row's recipe: --set {' --set '.join(overrides)} on top of it")
-    lines.append("at chance: test accuracy within one standard error of 1/classes, "
-                 "sqrt(p (1 - p) / n) on the seed's n test examples")
-    if row.departs:
-        where = ('docs/families-and-protocols.md "Comparability with LRA\'s Table 1"'
-                 if row.protocol == "lra" else 'docs/families-and-protocols.md "Two protocols"')
-        lines.append(f"this suite's config departs from the row's: {row.departs} ({where})")
-    if row.printed == published.FAIL:
-        lines.append("printed FAIL: the source reports the model at chance (no accuracy printed)")
-    return lines
+    return lines + _notes(row, preset, overrides)
 
 
 # ----------------------------------------------------------------------------------------------

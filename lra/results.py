@@ -173,16 +173,13 @@ def config_overrides(config, pairs: list[str] | tuple[str, ...] = ()) -> dict[st
     key where ``config`` differs from ``lra.config.load`` of its task, attention, preset, protocol
     and seed with no overrides (a config built in code). ``{}`` for a preset run."""
     from lra import config as config_lib
-    from lra.config import flatten
 
-    resolved = flatten(_plain(config.to_dict()))
+    resolved = config_lib.flatten(_plain(config.to_dict()))
     keys = {key for key, _ in config_lib.parse_overrides(list(pairs))}
     try:
         preset = config_lib.load(config.task, config.attention, preset=config.preset,
                                  seed=config.seed, protocol=config.protocol)
-        plain = flatten(_plain(preset.to_dict()))
-        keys |= {k for k in plain.keys() | resolved.keys()
-                 if plain.get(k, "<absent>") != resolved.get(k, "<absent>")}
+        keys |= set(config_lib.config_diff(_plain(preset.to_dict()), _plain(config.to_dict())))
     except Exception:  # the preset alone does not resolve (an override made it valid, or a task
         pass  # registered in code only): the --set keys are all that is known
     # A key the override names that is not a leaf (a whole dict) or absent resolves to what holds.

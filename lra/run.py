@@ -157,12 +157,36 @@ def _main(argv: list[str] | None, stops: stop_signals.StopSignals) -> int:
         print(f"{stops.requested}: stopped while starting, before anything was read or trained; "
               f"re-run the same command", file=sys.stderr)
         return stop_signals.EXIT_RESUMABLE
-    import tasks
-    from lra import config as config_lib
-    from lra import sharding
     from lra.data import default_data_dir
+    from lra.workdir import PathEncodingError, check_path_encodable
 
     args = p.parse_args(argv)
+    prepared = _prepare(args)
+    if isinstance(prepared, int):
+        return prepared
+    cfg, wandb = prepared
+    workdir = args.workdir or Path("workdirs") / workdir_name(cfg)
+    data_dir = args.data_dir or default_data_dir()
+    try:
+        check_path_encodable(workdir, "--workdir")  # orbax would refuse it after training
+    except PathEncodingError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    record = _train(args, cfg, wandb, workdir, data_dir)
+    if isinstance(record, int):
+        return record
+    if record.get("status") == "preempted":
+        return stop_signals.EXIT_RESUMABLE
+    _report(record, cfg)
+    return 0
+
+
+def _prepare(args: argparse.Namespace):
+    """(config, W&B options) of the command line, with the distributed set-up done and the batch
+    checked against the devices; or the exit status (``--print-config`` printed, or an error)."""
+    from lra import config as config_lib
+    from lra import sharding
+
     try:
         cfg = resolve_config(args)
     except (config_lib.ConfigError, ValueError) as err:
@@ -187,7 +211,13 @@ def _main(argv: list[str] | None, stops: stop_signals.StopSignals) -> int:
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    return cfg, wandb
 
+
+def _train(args: argparse.Namespace, cfg, wandb, workdir: Path, data_dir: Path):
+    """``train_and_evaluate``'s record, or the exit status of a failure it raised (its message
+    printed in one line: the exit statuses of the module docstring)."""
+    import tasks
     from lra.checkpoint import (  # heavy imports after parsing
         CheckpointError,
         ConfigMismatchError,
@@ -197,20 +227,13 @@ def _main(argv: list[str] | None, stops: stop_signals.StopSignals) -> int:
     from lra.data_fingerprint import DataMismatchError
     from lra.tracker import TrackerError
     from lra.train import NonFiniteError, train_and_evaluate
-    from lra.workdir import PathEncodingError, WorkdirLockedError, check_path_encodable
+    from lra.workdir import WorkdirLockedError
 
-    workdir = args.workdir or Path("workdirs") / workdir_name(cfg)
-    data_dir = args.data_dir or default_data_dir()
     try:
-        check_path_encodable(workdir, "--workdir")  # orbax would refuse it after training
-    except PathEncodingError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 1
-    try:
-        record = train_and_evaluate(cfg, workdir, data_dir=data_dir, results_dir=args.results_dir,
-                                    progress=not args.no_progress, force=args.force,
-                                    xla_cpu_fusions=args.xla_cpu_fusions,
-                                    overrides=args.overrides, wandb=wandb)
+        return train_and_evaluate(cfg, workdir, data_dir=data_dir, results_dir=args.results_dir,
+                                  progress=not args.no_progress, force=args.force,
+                                  xla_cpu_fusions=args.xla_cpu_fusions,
+                                  overrides=args.overrides, wandb=wandb)
     except (tasks.DataError, NonFiniteError, CheckpointError, DataMismatchError,
             TrackerError) as err:
         print(f"error: {one_line(err)}", file=sys.stderr)
@@ -239,8 +262,10 @@ def _main(argv: list[str] | None, stops: stop_signals.StopSignals) -> int:
             print(out_of_memory_message(err, cfg, workdir), file=sys.stderr)
             return 1
         raise
-    if record.get("status") == "preempted":
-        return stop_signals.EXIT_RESUMABLE
+
+
+def _report(record: dict, cfg) -> None:
+    """The lines a finished (or already finished) run prints: its headline and its result file."""
     m = record["metrics"]
     if record.get("status") == "existing" and record.get("written"):
         print(f"existing run, its result file written now (nothing trained): "
@@ -256,7 +281,6 @@ def _main(argv: list[str] | None, stops: stop_signals.StopSignals) -> int:
           f"test accuracy {headline}; {m['steps_per_s']} steps/s")
     if "result_file" in record:
         print(f"result: {record['result_file']}")
-    return 0
 
 
 def one_line(err: BaseException) -> str:
@@ -277,17 +301,25 @@ def os_error_message(err: OSError, workdir: Path) -> str:
     return f"{what}{where}: {one_line(err.strerror or err)}{kept}"
 
 
+def _family_memory_levers(name: str, options: dict) -> list[str]:
+    """The levers family ``name`` declares first (its ``memory_levers(options)``; softmax's blocked
+    path), or none."""
+    import attention
+
+    try:
+        levers = getattr(attention.family(name), "memory_levers", None)
+    except attention.UnknownAttentionError:
+        return []
+    return list(levers(options)) if levers is not None else []
+
+
 def out_of_memory_message(err: Exception, cfg, workdir: Path) -> str:
     """What to say when XLA cannot allocate: the cause, what is kept, the levers that cut memory."""
     first = str(err).strip().splitlines()[0]
     levers = [f"--set train.grad_accum=K (the batch of {cfg.train.batch_size} in K pieces, same "
               f"training)", "--set model.remat=true", "--set model.dtype=bfloat16",
               "a smaller --set train.batch_size", "a sub-quadratic --attn (see README 'Attention families')"]
-    if cfg.attention == "softmax":
-        chunk = int(cfg.attn.get("query_chunk", 0))
-        smaller = 512 if chunk == 0 or chunk > 512 else max(chunk // 4, 16)
-        levers.insert(0, f"--set attn.query_chunk={smaller} (the blocked online-softmax path with "
-                         f"blocks of {smaller}: same result, memory linear in the length)")
+    levers[:0] = _family_memory_levers(cfg.attention, dict(cfg.attn))
     return (f"error: out of memory during {cfg.task}/{cfg.attention} ({first})\n"
             f"Checkpoints already written in {workdir / 'checkpoints'} are kept; a changed config "
             f"needs a new --workdir.\nTo use less memory, try:\n" +

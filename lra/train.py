@@ -273,18 +273,32 @@ class History:
 _Stopped, _check_stop = stop_signals.Stopped, stop_signals.check
 
 
-def _evaluate(eval_fn, state, rest, source, config: Config, mesh, *, max_batches=0) -> dict:
+def evaluate_split(eval_fn, state, rest, source, batch_size: int, mesh, *, max_batches: int = 0,
+                   before_batch: Callable[[], None] | None = None) -> dict:
+    """{accuracy, loss, examples} of ``source`` under the jitted ``eval_fn`` (``jit_eval_step``):
+    the batches of ``eval_batches`` (the first ``max_batches`` where that is > 0), each one's
+    correct count, loss sum and count summed in float64, in batch order. The one evaluation loop:
+    validation and test here and ``lra.evaluate`` run it, so that a checkpoint evaluated again
+    scores as its run recorded, bit for bit. ``before_batch``: called before each batch (a stop
+    check, a progress bar)."""
     sums = {"correct": 0.0, "loss": 0.0, "count": 0.0}
     data_sharding = sharding.batch_sharding(mesh)
-    for batch in eval_batches(source, config.train.batch_size, max_batches=max_batches,
+    for batch in eval_batches(source, batch_size, max_batches=max_batches,
                               process_index=jax.process_index(),
                               process_count=jax.process_count()):
+        if before_batch is not None:
+            before_batch()
         out = eval_fn(state["params"], state["batch_stats"], rest,
                       sharding.to_global(batch, data_sharding))
         for k in sums:
             sums[k] += float(out[k])
     n = max(sums["count"], 1.0)
     return {"accuracy": sums["correct"] / n, "loss": sums["loss"] / n, "examples": int(sums["count"])}
+
+
+def _evaluate(eval_fn, state, rest, source, config: Config, mesh, *, max_batches=0) -> dict:
+    return evaluate_split(eval_fn, state, rest, source, config.train.batch_size, mesh,
+                          max_batches=max_batches)
 
 
 def params_digest(params) -> str:

@@ -79,7 +79,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from lra import results
+from lra import atomic, results
 from lra.results import RESULTS_DIR_HELP, default_results_dir
 
 PHASES = ("data", "probe", "listops", "bench", "kernels")
@@ -229,7 +229,7 @@ def _probe_child(args: argparse.Namespace) -> int:
     from lra.bench.steps import wait_for_device_lock
     from lra.data import default_data_dir
     from lra.data_pipeline import TrainBatches, eval_batches
-    from lra.train import create_train_state, make_eval_step
+    from lra.train import create_train_state, jit_eval_step
 
     family, k = args._attn, args.probe_steps
     cfg = config_lib.load("listops", family, preset=args.train_preset,
@@ -238,10 +238,9 @@ def _probe_child(args: argparse.Namespace) -> int:
     task = tasks.build("listops", args.data_dir or default_data_dir(), **cfg.data)
     splits = {s: task.source(s) for s in ("train", "val", "test")}
     mesh = sharding.make_mesh()
-    data, repl = sharding.batch_sharding(mesh), sharding.replicated(mesh)
+    data = sharding.batch_sharding(mesh)
     setup = create_train_state(cfg, task, mesh)  # as the trainer builds it: the same programs
-    eval_fn = jax.jit(make_eval_step(setup.graphdef), in_shardings=(repl, repl, repl, data),
-                      out_shardings=repl)
+    eval_fn = jit_eval_step(setup.graphdef, mesh)
     batches = TrainBatches(splits["train"], t.batch_size, seed=cfg.seed)
     key = jax.random.key(cfg.seed)
     first = sharding.to_global(batches[0], data)
@@ -254,7 +253,47 @@ def _probe_child(args: argparse.Namespace) -> int:
     ready_s = time.time() - psutil.Process().create_time()  # start-up as a run would see it
     lock = wait_for_device_lock(args._lock) if args._lock is not None else None
     waited_s = time.time() - psutil.Process().create_time() - ready_s
-    state, rest = setup.state, setup.rest
+    state, metrics, sync, device_s = _timed_steps(step, setup.state, setup.rest, first, batches,
+                                                  data, key, k)
+    evals = []
+    for batch in list(eval_batches(splits["val"], t.batch_size, max_batches=k)):
+        t0 = time.perf_counter()
+        out = evaluate(state["params"], state["batch_stats"], setup.rest,
+                       sharding.to_global(batch, data))
+        {name: float(v) for name, v in out.items()}
+        evals.append(time.perf_counter() - t0)
+    peak = measure.device_peak()
+    stats = jax.local_devices()[0].memory_stats() or {}
+    if lock is not None:
+        os.close(lock)
+    sync_s, eval_s = statistics.median(sync), statistics.median(evals)
+    record = {
+        "kind": "device-check-probe", "attention": family, "preset": args.train_preset,
+        "batch": t.batch_size, "length": task.max_len, "num_steps": t.num_steps,
+        "eval_every": t.eval_every, "ready_s": round(ready_s, 2), "compile_s": round(compile_s, 2),
+        "lock_wait_s": round(waited_s, 2), "sync_s": sync_s, "sync_samples": sync,
+        "device_s": device_s, "share": min(1.0, device_s / sync_s) if sync_s > 0 else 1.0,
+        "eval_s": eval_s, "eval_batches": _run_eval_batches(t, len(splits["val"]), len(splits["test"])),
+        "peak_bytes": peak, "bytes_limit": stats.get("bytes_limit"),
+        "final_loss": float(metrics["loss"]), "device": results.device_info(),
+        "date": results.now()}
+    record["predicted_run_s"] = predicted_run_s(record)
+    results.write_json_atomic(Path(args.results_dir) / "probe" / f"{family}.json", record)
+    print(f"device-check probe {family}: step {sync_s * 1e3:.1f} ms (device {device_s * 1e3:.1f}),"
+          f" eval batch {eval_s * 1e3:.1f} ms, ready after {ready_s:.0f} s; a run: about "
+          f"{record['predicted_run_s']:.0f} s")
+    return 0
+
+
+def _timed_steps(step, state, rest, first, batches, data, key, k: int):
+    """(state, metrics, seconds of each of ``k`` steps as the trainer runs them, seconds per step
+    of ``k`` more queued on the device): a first untimed step (allocations), then ``k`` steps each
+    with its host batch and its metrics read back, then ``k`` steps on batches already on the
+    device, timed together."""
+    import jax
+
+    from lra import sharding
+
     state, metrics = step(state, rest, first, jax.random.fold_in(key, 0))  # first run: allocations
     float(metrics["loss"])
     sync = []
@@ -270,39 +309,18 @@ def _probe_child(args: argparse.Namespace) -> int:
     for i, batch in enumerate(queued):  # the same steps queued: the device's own time
         state, metrics = step(state, rest, batch, jax.random.fold_in(key, k + 1 + i))
     jax.block_until_ready((state, metrics))
-    device_s = (time.perf_counter() - t0) / k
-    evals = []
-    for batch in list(eval_batches(splits["val"], t.batch_size, max_batches=k)):
-        t0 = time.perf_counter()
-        out = evaluate(state["params"], state["batch_stats"], rest, sharding.to_global(batch, data))
-        {name: float(v) for name, v in out.items()}
-        evals.append(time.perf_counter() - t0)
-    peak = measure.device_peak()
-    stats = jax.local_devices()[0].memory_stats() or {}
-    if lock is not None:
-        os.close(lock)
-    sync_s, eval_s = statistics.median(sync), statistics.median(evals)
-    val_batches = -(-len(splits["val"]) // t.batch_size)
+    return state, metrics, sync, (time.perf_counter() - t0) / k
+
+
+def _run_eval_batches(t, val_examples: int, test_examples: int) -> int:
+    """Evaluation batches a run of train config ``t`` runs at most: every validation (at most
+    ``t.eval_batches`` batches each) with a test evaluation after it, and the final test."""
+    val_batches = -(-val_examples // t.batch_size)
     if t.eval_batches:
         val_batches = min(val_batches, t.eval_batches)
-    test_batches = -(-len(splits["test"]) // t.batch_size)
+    test_batches = -(-test_examples // t.batch_size)
     validations = -(-t.num_steps // t.eval_every)
-    record = {
-        "kind": "device-check-probe", "attention": family, "preset": args.train_preset,
-        "batch": t.batch_size, "length": task.max_len, "num_steps": t.num_steps,
-        "eval_every": t.eval_every, "ready_s": round(ready_s, 2), "compile_s": round(compile_s, 2),
-        "lock_wait_s": round(waited_s, 2), "sync_s": sync_s, "sync_samples": sync,
-        "device_s": device_s, "share": min(1.0, device_s / sync_s) if sync_s > 0 else 1.0,
-        "eval_s": eval_s, "eval_batches": validations * (val_batches + test_batches) + test_batches,
-        "peak_bytes": peak, "bytes_limit": stats.get("bytes_limit"),
-        "final_loss": float(metrics["loss"]), "device": results.device_info(),
-        "date": results.now()}
-    record["predicted_run_s"] = predicted_run_s(record)
-    results.write_json_atomic(Path(args.results_dir) / "probe" / f"{family}.json", record)
-    print(f"device-check probe {family}: step {sync_s * 1e3:.1f} ms (device {device_s * 1e3:.1f}),"
-          f" eval batch {eval_s * 1e3:.1f} ms, ready after {ready_s:.0f} s; a run: about "
-          f"{record['predicted_run_s']:.0f} s")
-    return 0
+    return validations * (val_batches + test_batches) + test_batches
 
 
 def predicted_run_s(probe: dict[str, Any]) -> float:
@@ -729,15 +747,13 @@ RUNNERS = {"data": phase_data, "probe": phase_probe, "listops": phase_listops,
 
 def _write_line(path: Path, record: dict) -> None:
     """``record`` as one JSON line, replacing ``path`` atomically."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(record) + "\n")
-    os.replace(tmp, path)
+    atomic.replace(path, (json.dumps(record) + "\n").encode())
 
 
 def write_bundle(results_dir: Path, bundle: Path) -> None:
     """``bundle``: a .tar.gz of ``results_dir``, replaced atomically (a cut window keeps the last).
-    Temporary files (a result being written) are left out."""
+    Temporary files (a result being written) are left out. Streamed to a temporary file beside it,
+    not built in memory as ``lra.atomic`` would need: the folder grows with the window."""
     bundle.parent.mkdir(parents=True, exist_ok=True)
     tmp = bundle.with_name(bundle.name + ".tmp")
     with tarfile.open(tmp, "w:gz") as tar:

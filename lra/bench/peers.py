@@ -134,39 +134,21 @@ def gemm_table(python: str, shapes=GEMM_SHAPES, reps: int = 15, rounds: int = 2)
 
 def family_matmuls(family: str, B: int, H: int, L: int, D: int) -> list[tuple[str, int, tuple]]:
     """(what, count per forward pass, (batch, M, K, N)) of the matmuls that dominate our
-    ``family`` module at the peers harness's settings (``peers_harness.OURS_MATCH``), the four
-    q/k/v/out projections first (``what`` = "projections"). Empty for a family not listed. The
-    backward pass runs two products of each shape's size per forward one, so the counts weigh
-    fwd+bwd alike."""
-    E, BH = H * D, B * H
-    rows = [("projections", 4, (1, B * L, E, E))]
-    if family == "sinkhorn":  # block 64: own + sorted block = 128 keys; P applied to K and V
-        n = L // 64
-        rows += [("block logits", 1, (BH * n, 64, D, 128)), ("block values", 1, (BH * n, 64, 128, D)),
-                 ("P K, P V", 2, (BH, n, n, 64 * D))]
-    elif family == "softmax":
-        rows += [("logits", 1, (BH, L, D, L)), ("values", 1, (BH, L, L, D))]
-    elif family == "nystromformer":  # 256 landmarks, 6 pseudo-inverse iterations of 4 products
-        m = 256
-        rows += [("q k~", 1, (BH, L, D, m)), ("q~ k", 1, (BH, m, D, L)), ("(q~ k) v", 1, (BH, m, L, D)),
-                 ("pinv", 24, (BH, m, m, m)), ("out", 2, (BH, L, m, m))]
-    elif family == "linformer":  # k = 256, E and F shared over heads
-        rows += [("E K, F V", 2, (B, 256, L, E)), ("logits", 1, (BH, L, D, 256)),
-                 ("values", 1, (BH, L, 256, D))]
-    elif family == "performer":  # 256 features
-        rows += [("features", 2, (BH, L, D, 256)), ("phi_k^T v", 1, (BH, 256, L, D)),
-                 ("phi_q kv", 1, (BH, L, 256, D))]
-    elif family == "reformer":  # 8 hashes, chunks of 64 against their own and the previous chunk
-        c = 8 * L // 64
-        rows += [("chunk logits", 1, (BH * c, 64, D, 128)), ("chunk values", 1, (BH * c, 64, 128, D))]
-    elif family == "cosformer":  # ReLU features with their sin and cos halves side by side: 2D wide
-        rows += [("phi_k^T v", 1, (BH, 2 * D, L, D)), ("phi_q kv", 1, (BH, L, 2 * D, D))]
-    elif family == "local":  # blocks of 128
-        n = L // 128
-        rows += [("block logits", 1, (BH * n, 128, D, 128)), ("block values", 1, (BH * n, 128, 128, D))]
-    else:
+    ``family`` module at the peers harness's settings (the family's ``peer_options``), the four
+    q/k/v/out projections first (``what`` = "projections"), then the family's own
+    (``peer_matmuls``, declared in its file). Empty for a family that declares none. The backward
+    pass runs two products of each shape's size per forward one, so the counts weigh fwd+bwd
+    alike."""
+    import attention
+
+    try:
+        own = getattr(attention.family(family), "peer_matmuls", None)
+    except attention.UnknownAttentionError:
         return []
-    return rows
+    if own is None:
+        return []
+    E = H * D
+    return [("projections", 4, (1, B * L, E, E)), *own(B, H, L, D)]
 
 
 def gemm_lines(python: str, families, lengths, B: int, H: int, D: int, env: dict,

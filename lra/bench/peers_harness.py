@@ -200,7 +200,7 @@ def _performer(B, H, L, D, grad):
 def _performer_module(B, H, L, D, grad):
     from performer_pytorch import SelfAttention
 
-    # 256 features, as our module in the run (OURS_MATCH); the core peer above keeps the
+    # 256 features, as our module in the run (performer's peer_options); the core peer above keeps the
     # library's default int(D ln D) = 266
     m = SelfAttention(dim=H * D, heads=H, dim_head=D, nb_features=256)
     return m, _torch_inputs(grad, (B, L, H * D)), [m]
@@ -420,15 +420,26 @@ def _project() -> None:
         sys.path.insert(0, root)
 
 
-# Options under which our module does the work of the peer of its mechanism.
-OURS_MATCH = {"linformer": {"k": 256}, "nystromformer": {"num_landmarks": 256, "conv_kernel": 33},
-              "local": {"block_size": 128}, "longformer": {"window": 256, "global_tokens": 1},
-              "bigbird": {"block_size": 64, "num_random_blocks": 3}, "sinkhorn": {"block_size": 64},
-              "reformer": {"n_hashes": 8, "chunk_size": 64}, "performer": {"nb_features": 256}}
-OURS_FAMILIES = ("softmax", "cosformer", "linear", "performer", "linformer", "nystromformer", "local",
-                 "sparse", "longformer", "bigbird", "reformer", "sinkhorn", "synthesizer", "luna",
-                 "fnet")
-OURS_KERNELS = {"softmax": "softmax", "cosformer": "cosformer", "linear": "linear(elu+1)"}
+def _declared_families() -> dict[str, dict]:
+    """{family: what its file declares} for the families of this project, read as text
+    (lra/declared.py), so that listing the cases imports no JAX."""
+    _project()
+    try:
+        from lra.declared import declared
+    except ImportError:  # run as a script from outside the project, LRA_PROJECT unset
+        sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+        from lra.declared import declared
+    return declared("attention")
+
+
+# Our module of each family that declares ``peer_options`` (the options under which it does the
+# work of the peers of its mechanism), and the pure function of each that declares ``peer_kernel``
+# (the mechanism of its ``<family>_kernel``): every fact is in the family's own file.
+OURS_MATCH = {f: facts["peer_options"] for f, facts in _declared_families().items()
+              if "peer_options" in facts}
+OURS_FAMILIES = tuple(OURS_MATCH)
+OURS_KERNELS = {f: facts["peer_kernel"] for f, facts in _declared_families().items()
+                if "peer_kernel" in facts}
 
 
 def _ours_kernel(family: str):
@@ -449,7 +460,7 @@ def _ours_module(family: str):
         import attention
 
         layer = attention.build(family, dim=H * D, num_heads=H, max_len=L, rngs=nnx.Rngs(0),
-                                **OURS_MATCH.get(family, {}))
+                                **OURS_MATCH[family])
         graph, params, rest = nnx.split(layer, nnx.Param, ...)
         return ((lambda params, x: nnx.merge(graph, params, rest)(x, deterministic=True)),
                 (params, *_jax_inputs((B, L, H * D))))
@@ -485,7 +496,7 @@ for _family, _mechanism in OURS_KERNELS.items():
          exact_softmax=_family == "softmax")(_ours_kernel(_family))
 for _family in OURS_FAMILIES:
     peer(f"ours_{_family}_module", "jax", "module", _family,
-         f"attention.build({_family!r}, **{OURS_MATCH.get(_family, {})}) (this project) with "
+         f"attention.build({_family!r}, **{OURS_MATCH[_family]}) (this project) with "
          f"projections, deterministic", packages=("flax",),
          exact_softmax=_family == "softmax")(_ours_module(_family))
 

@@ -168,9 +168,14 @@ def _check_metrics(record: dict[str, Any]) -> None:
     if _need(record, "metrics.peak_memory", "object", optional=True) is not None:
         _need(record, "metrics.peak_memory.bytes", "int", low=0)
     best_step = _need(record, "metrics.best_val_step", "int", low=0, high=steps, optional=True)
-    history = _need(record, "eval_history", "object", optional=True)
-    if history is None:
-        return
+    if _need(record, "eval_history", "object", optional=True) is not None:
+        _check_eval_history(record, steps, best_step)
+
+
+def _check_eval_history(record: dict[str, Any], steps: int, best_step: int | None) -> None:
+    """``eval_history``: increasing steps within the run's, an accuracy and a loss at each, and the
+    best validation step and accuracy of ``metrics`` among them."""
+    history = record["eval_history"]
     hsteps = _need(record, "eval_history.step", "list")
     for key in ("val_accuracy", "val_loss"):
         values = _need(record, f"eval_history.{key}", "list")

@@ -148,19 +148,7 @@ def _accuracy_views(cells: list[dict[str, Any]], runs: list[dict[str, Any]]) -> 
         proto, preset, device = key
         group = by_view[key]
         columns = task_columns([{"task": c["task"]} for c in group])
-        rows: dict[str, dict[str, Any]] = {}
-        for c in sorted(group, key=lambda c: (c["row"], c["metric"], c["task"])):
-            row = rows.setdefault(c["row"], {
-                "row": c["row"], "family": c["family"], "name": names.family_name(c["family"]),
-                "kind": names.family_kind(c["family"]) or "", "overrides": c["overrides"],
-                "cells": {}})
-            row["cells"].setdefault(c["metric"], {})[c["task"]] = _cell_json(c["cell"])
-        for row in rows.values():
-            for metric, per_task in row["cells"].items():
-                # the Markdown's avg column: all five of LRA's averaged tasks, or none
-                five = [per_task[t]["m"] for t in TASKS[:5] if t in per_task]
-                row.setdefault("avg", {})[metric] = (round(sum(five) / 5, 4) if len(five) == 5
-                                                     else None)
+        rows = _view_rows(group)
         view_seeds: dict[str, dict[str, list]] = defaultdict(dict)
         for row in rows:
             for task in columns:
@@ -168,23 +156,47 @@ def _accuracy_views(cells: list[dict[str, Any]], runs: list[dict[str, Any]]) -> 
                                key=lambda r: (r["seed"], r["_file"]))
                 if found:
                     view_seeds[task][row] = [_seed_json(r) for r in found]
-        chance = {}
-        for task in columns:
-            try:
-                level = chance_level(task, "val_accuracy")
-            except CurvesError:
-                level = None
-            if level is not None:
-                chance[task] = [round(100.0 * level[0], 4), level[1]]
         views.append({
             "id": ids[key], "protocol": proto, "preset": preset, "device": device,
             "metrics": [{"key": m, "label": METRIC_LABELS[m]} for m in METRIC_ORDER.get(
                 proto, (HEADLINE, BEST_VAL))],
             "tasks": [{"id": t, "name": names.task_name(t), "valtest": _column(t, BEST_VAL) != t}
                       for t in columns],
-            "rows": [rows[r] for r in sorted(rows)], "seeds": view_seeds, "chance": chance,
-            "published": _published_rows(proto)})
+            "rows": [rows[r] for r in sorted(rows)], "seeds": view_seeds,
+            "chance": _chance_levels(columns), "published": _published_rows(proto)})
     return views
+
+
+def _view_rows(group: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """{row id: the row of a view}: its family's names, overrides, cells by metric and task, and
+    the average column of each metric."""
+    rows: dict[str, dict[str, Any]] = {}
+    for c in sorted(group, key=lambda c: (c["row"], c["metric"], c["task"])):
+        row = rows.setdefault(c["row"], {
+            "row": c["row"], "family": c["family"], "name": names.family_name(c["family"]),
+            "kind": names.family_kind(c["family"]) or "", "overrides": c["overrides"],
+            "cells": {}})
+        row["cells"].setdefault(c["metric"], {})[c["task"]] = _cell_json(c["cell"])
+    for row in rows.values():
+        for metric, per_task in row["cells"].items():
+            # the Markdown's avg column: all five of LRA's averaged tasks, or none
+            five = [per_task[t]["m"] for t in TASKS[:5] if t in per_task]
+            row.setdefault("avg", {})[metric] = (round(sum(five) / 5, 4) if len(five) == 5
+                                                 else None)
+    return rows
+
+
+def _chance_levels(columns) -> dict[str, list]:
+    """{task: [chance accuracy in percent, its source]} of the columns whose level is known."""
+    chance = {}
+    for task in columns:
+        try:
+            level = chance_level(task, "val_accuracy")
+        except CurvesError:
+            level = None
+        if level is not None:
+            chance[task] = [round(100.0 * level[0], 4), level[1]]
+    return chance
 
 
 def _efficiency(bench: list[dict[str, Any]], runs: list[dict[str, Any]]) -> list[dict[str, Any]]:

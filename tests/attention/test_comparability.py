@@ -32,16 +32,17 @@ from lra.encoder import Encoder, build_model
 # ------------------------------------------------------------------------------------------------
 # Receptive field
 
-# Options that are lengths (positions): scaled with the sequence so that the reduced model keeps the
-# paper config's structure (how many blocks/windows fit in the sequence, how far L layers reach).
-LENGTH_OPTIONS = ("block_size", "window", "chunk_size", "num_summary", "query_chunk")
 REDUCED_LENGTH = 256
 PAD_FRACTION = 8  # the last 1/8 of every sequence is padding
 
 
 def reduced_options(name: str, options: dict, scale: float) -> dict:
+    """The family's options with those it declares lengths (positions, ``length_options``) scaled
+    with the sequence, so that the reduced model keeps the paper config's structure (how many
+    blocks or windows fit in the sequence, how far L layers reach)."""
+    lengths = getattr(attention.family(name), "length_options", ())
     opts = {**attention.options(name), **options}
-    return {k: max(2, round(v * scale)) if k in LENGTH_OPTIONS and isinstance(v, int) and v > 0
+    return {k: max(2, round(v * scale)) if k in lengths and isinstance(v, int) and v > 0
             else v for k, v in opts.items()}
 
 

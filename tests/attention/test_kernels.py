@@ -217,7 +217,7 @@ def test_blocked_softmax_bf16():
 
 
 def test_softmax_impl_selection():
-    from attention.softmax import BLOCKED_MIN_LENGTH, select_impl
+    from attention._softmax import BLOCKED_MIN_LENGTH, select_impl
 
     def pick(platform, dtype=jnp.bfloat16, head_dim=64, length=4096, dropout=False, impl="auto",
              dense_fits=False):
@@ -269,7 +269,7 @@ def test_softmax_dense_fits_rule():
     on an 80 GB H100 and a 141 GB H200, also at the 75% of memory JAX's allocator takes by default;
     Text at 4K (batch 32, 4 heads, 4 layers) on the H200 only; ListOps' model at 4K and ListOps on
     a 16 GB card not at all; unknown memory never."""
-    from attention.softmax import DENSE_MEMORY_FRACTION, dense_bytes, dense_fits
+    from attention._softmax import DENSE_MEMORY_FRACTION, dense_bytes, dense_fits
 
     gb = 10**9
     for layers in (4, 6):
@@ -296,7 +296,7 @@ def test_softmax_gpu_dense_path_matches_dense_with_dropout(causal):
     only the probabilities: values and gradients as the dense reference's with the same key (to
     float rounding); with too little memory, the blocked loop."""
     from attention import _platform
-    from attention import softmax as sm
+    from attention import _softmax as sm
 
     q, k, v = (jnp.asarray(a) for a in qkv(seed=7))
     mask = jnp.asarray(padding_mask())

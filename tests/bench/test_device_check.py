@@ -191,36 +191,13 @@ def _check_bundle(tmp: Path, bundle: Path | None = None) -> dict:
     if not bundle.exists():
         assert cells == [], "cells finished but no bundle"
         return {}
-    with tarfile.open(bundle) as tar:
-        got = {m.name.removeprefix("results/"): tar.extractfile(m).read()
-               for m in tar.getmembers() if m.isfile()}
+    got = _valid_members(bundle)
     (name,) = [n for n in got if n.startswith("efficiency/device-check__")]
     summary = json.loads(got[name])
-    for name, data in got.items():
-        if name.startswith("runs/"):
-            check_run(json.loads(data))
-        elif name.startswith(("efficiency/", "bench-parts/")) and name.endswith(".json"):
-            check_efficiency(json.loads(data))
-        elif name.endswith(".json"):
-            json.loads(data)
     phases = {p["phase"]: p for p in summary["phases"]}
-    in_flight = set()
-    for phase, entry in phases.items():
-        if phase in ("data", "kernels") and entry["status"] == "running":
-            in_flight.add({"data": "data__listops.json",
-                           "kernels": "kernels__causal_scan.json"}[phase])
-    for family, cell in phases.get("probe", {}).get("families", {}).items():
-        (in_flight if cell["status"] == "running" else set()).add(f"probe/{family}.json")
-        if cell["status"] == "ok":
-            assert f"probe/{family}.json" in got
+    in_flight = _in_flight_and_listed(phases, got)
     running = {r["attention"] for r in phases.get("listops", {}).get("runs", [])
                if r["status"] == "running"}
-    for run in phases.get("listops", {}).get("runs", []):
-        if run.get("result_file"):
-            assert f"runs/{run['result_file']}" in got
-    for group in phases.get("bench", {}).get("groups", []):
-        if group.get("file"):
-            assert group["file"] in got
     for cell in cells:
         if cell.startswith("efficiency/") or cell in in_flight:
             continue  # the merged bench file is rewritten from the parts; a cell in flight
@@ -233,6 +210,43 @@ def _check_bundle(tmp: Path, bundle: Path | None = None) -> dict:
             continue
         assert got.get(cell) == (results / cell).read_bytes(), f"{cell} finished, not returned"
     return summary
+
+
+def _valid_members(bundle: Path) -> dict[str, bytes]:
+    """{path under results/: bytes} of the bundle's files, each run and efficiency file valid and
+    every other JSON file parseable."""
+    with tarfile.open(bundle) as tar:
+        got = {m.name.removeprefix("results/"): tar.extractfile(m).read()
+               for m in tar.getmembers() if m.isfile()}
+    for name, data in got.items():
+        if name.startswith("runs/"):
+            check_run(json.loads(data))
+        elif name.startswith(("efficiency/", "bench-parts/")) and name.endswith(".json"):
+            check_efficiency(json.loads(data))
+        elif name.endswith(".json"):
+            json.loads(data)
+    return got
+
+
+def _in_flight_and_listed(phases: dict, got: dict[str, bytes]) -> set[str]:
+    """The cells the summary shows in flight; and every file the summary lists as written is in
+    the bundle."""
+    in_flight = set()
+    for phase, entry in phases.items():
+        if phase in ("data", "kernels") and entry["status"] == "running":
+            in_flight.add({"data": "data__listops.json",
+                           "kernels": "kernels__causal_scan.json"}[phase])
+    for family, cell in phases.get("probe", {}).get("families", {}).items():
+        (in_flight if cell["status"] == "running" else set()).add(f"probe/{family}.json")
+        if cell["status"] == "ok":
+            assert f"probe/{family}.json" in got
+    for run in phases.get("listops", {}).get("runs", []):
+        if run.get("result_file"):
+            assert f"runs/{run['result_file']}" in got
+    for group in phases.get("bench", {}).get("groups", []):
+        if group.get("file"):
+            assert group["file"] in got
+    return in_flight
 
 
 @pytest.mark.slow
@@ -252,7 +266,35 @@ def test_the_window_at_toy_sizes_whole_and_killed_at_random_moments(tmp_path):
     assert summary["boxes_s"]["data"] == pytest.approx(plan["data"], abs=0.1)
     assert sum(summary["boxes_s"].values()) < (585 - 10) * SCALE  # set-up came off the window
     phases = {p["phase"]: p for p in summary["phases"]}
-    results = tmp_path / "whole" / "window" / "results"
+    softmax = _check_whole_window_cells(tmp_path / "whole", phases)
+    # the check can fail: a bundle without one finished run is refused
+    out = tmp_path / "whole" / "out"
+    with tarfile.open(out / "results.tar.gz") as tar, \
+            tarfile.open(tmp_path / "lacking.tar.gz", "w:gz") as lacking:
+        for member in tar.getmembers():
+            if member.name != f"results/runs/{softmax['result_file']}":
+                lacking.addfile(member, tar.extractfile(member) if member.isfile() else None)
+    with pytest.raises(AssertionError):
+        _check_bundle(tmp_path / "whole", tmp_path / "lacking.tar.gz")
+
+    seed = int(os.environ.get("LRA_KILL_SEED", random.randrange(10**6)))
+    for i, moment in enumerate(sorted(random.Random(seed).uniform(1, took) for _ in range(2))):
+        proc = _window(tmp_path / f"killed{i}")
+        try:
+            proc.wait(timeout=moment)
+        except subprocess.TimeoutExpired:
+            pass
+        _kill_session(proc)
+        try:
+            _check_bundle(tmp_path / f"killed{i}")
+        except AssertionError as err:
+            raise AssertionError(f"killed at {moment:.1f} s (LRA_KILL_SEED={seed}): {err}") from err
+
+
+def _check_whole_window_cells(whole: Path, phases: dict) -> dict:
+    """The cells of a window that ran to its end at toy sizes, phase by phase; returns the softmax
+    run's entry."""
+    results = whole / "window" / "results"
     data = json.loads((results / "data__listops.json").read_text())
     assert data["examples"] == {"train": 64, "val": 16, "test": 16} and not data["fsync"]
     # the probe: both families timed; then both runs at once, scheduled from it
@@ -280,30 +322,9 @@ def test_the_window_at_toy_sizes_whole_and_killed_at_random_moments(tmp_path):
     kernels = json.loads((results / "kernels__causal_scan.json").read_text())
     assert kernels["ok"] and kernels["length"] == 40 and kernels["interpret"]
     assert "kernels__causal_scan.json" in phases["kernels"]["files"]
-    out = tmp_path / "whole" / "out"
-    assert sorted(p.name for p in out.iterdir()) == [
+    assert sorted(p.name for p in (whole / "out").iterdir()) == [
         "device-check.jsonl", "device_window.log", "preflight.txt", "results.tar.gz"]
-    # the check can fail: a bundle without one finished run is refused
-    with tarfile.open(out / "results.tar.gz") as tar, \
-            tarfile.open(tmp_path / "lacking.tar.gz", "w:gz") as lacking:
-        for member in tar.getmembers():
-            if member.name != f"results/runs/{softmax['result_file']}":
-                lacking.addfile(member, tar.extractfile(member) if member.isfile() else None)
-    with pytest.raises(AssertionError):
-        _check_bundle(tmp_path / "whole", tmp_path / "lacking.tar.gz")
-
-    seed = int(os.environ.get("LRA_KILL_SEED", random.randrange(10**6)))
-    for i, moment in enumerate(sorted(random.Random(seed).uniform(1, took) for _ in range(2))):
-        proc = _window(tmp_path / f"killed{i}")
-        try:
-            proc.wait(timeout=moment)
-        except subprocess.TimeoutExpired:
-            pass
-        _kill_session(proc)
-        try:
-            _check_bundle(tmp_path / f"killed{i}")
-        except AssertionError as err:
-            raise AssertionError(f"killed at {moment:.1f} s (LRA_KILL_SEED={seed}): {err}") from err
+    return softmax
 
 
 @pytest.mark.slow

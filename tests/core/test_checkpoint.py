@@ -145,16 +145,17 @@ def test_a_disk_full_before_a_checksum_resumes_from_the_verified_checkpoint_and_
     missing) and not which checkpoint was used instead; with slow saves, step 15 was saved before
     step 10's checksum failed, which pushed step 5 out (two kept), and the rerun found no
     checkpoint that verifies ("delete checkpoints to start over from step 0")."""
+    from lra import atomic
     from lra.checkpoint import Checkpoints
 
     work = tmp_path / "w"
     sums = work / "checkpoints" / "checksums"
-    real, real_save, real_record = Path.write_text, Checkpoints.save, Checkpoints.record_checksums
+    real, real_save, real_record = atomic.replace, Checkpoints.save, Checkpoints.record_checksums
 
-    def write_text(self, *args, **kwargs):  # a full disk stays full: every checksum from step 10
-        if self.parent == sums and int(self.name.split("-")[1].split(".")[0]) >= 10:
+    def replace(path, data):  # a full disk stays full: every checksum file from step 10
+        if path.parent == sums and int(path.name.split("-")[1].split(".")[0]) >= 10:
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-        return real(self, *args, **kwargs)
+        return real(path, data)
 
     def save(self, *args, **kwargs):
         self.saving = True
@@ -167,7 +168,7 @@ def test_a_disk_full_before_a_checksum_resumes_from_the_verified_checkpoint_and_
         if getattr(self, "saving", False):
             real_record(self)
 
-    monkeypatch.setattr(Path, "write_text", write_text)
+    monkeypatch.setattr(atomic, "replace", replace)
     if saves == "slow":
         monkeypatch.setattr(Checkpoints, "save", save)
         monkeypatch.setattr(Checkpoints, "record_checksums", record_checksums)
