@@ -318,9 +318,7 @@ def decide(config: config_lib.Config, workdir: Path, finished: dict[str, list[tu
     step, saved_config = saved
     if saved_config is None:  # lra.run checks it when it starts
         return "resume", f"from step {step} (config not readable here)", ""
-    a, b = (config_lib.flatten(config_lib.with_protocol(saved_config)),
-            config_lib.flatten(current))
-    differ = sorted(k for k in a.keys() | b.keys() if a.get(k, "<absent>") != b.get(k, "<absent>"))
+    differ = list(config_lib.config_diff(config_lib.with_protocol(saved_config), current))
     if differ:
         return "conflict", (f"{workdir} holds a checkpoint of another config ({', '.join(differ)}); "
                             f"use another --workdirs or delete its checkpoints/"), ""
@@ -686,6 +684,36 @@ def _stopped_while_starting(starting: stop_signals.StopSignals) -> int:
             else stop_signals.EXIT_RESUMABLE)
 
 
+def _cells(args: argparse.Namespace) -> list[Cell]:
+    """The cells the command line names (its shard's, with ``--shard``); SweepError for a bad one."""
+    from lra import config as config_lib
+
+    if any(key == "seed" for key, _ in config_lib.parse_overrides(args.overrides)):
+        raise SweepError("--set seed=... would give every cell one seed; use --seeds")
+    try:
+        run_cli.wandb_options(args)  # the flags every run gets, checked once here
+    except ValueError as err:
+        raise SweepError(str(err)) from None
+    limit = None if args.allow_large_grid else MAX_CELLS
+    grid = parse_grid(args.grid, args.overrides)
+    if args.select and not grid:
+        raise SweepError("--select chooses among --grid values: give the grid's --grid flags")
+    cells = expand(args.task, args.attn, parse_seeds(args.seeds, limit), grid)
+    if limit is not None and len(cells) > limit:
+        raise SweepError(f"the grid has {len(cells)} cells, more than {limit}; pass "
+                         f"--allow-large-grid if that is meant")
+    return shard(cells, *parse_shard(args.shard)) if args.shard is not None else cells
+
+
+def _print_dry_run(plans: list[Plan]) -> None:
+    for p in plans:
+        print(f"{p.action:8} {p.cell}" + (f": {p.detail}" if p.detail else f" in {p.workdir}"))
+    counts = {a: sum(p.action == a for p in plans) for a in ("run", "resume", "skip", "conflict",
+                                                            "invalid")}
+    print(", ".join(f"{n} {a}" for a, n in counts.items() if n or a != "invalid")
+          + f" ({len(plans)} cells)")
+
+
 def _main(p: argparse.ArgumentParser, argv: list[str] | None,
           starting: stop_signals.StopSignals) -> int:
     from lra import config as config_lib
@@ -693,58 +721,39 @@ def _main(p: argparse.ArgumentParser, argv: list[str] | None,
     args = p.parse_args(argv)
     try:
         check_paths(args)
-    except SweepPathError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 1
-    try:
-        if any(key == "seed" for key, _ in config_lib.parse_overrides(args.overrides)):
-            raise SweepError("--set seed=... would give every cell one seed; use --seeds")
-        try:
-            run_cli.wandb_options(args)  # the flags every run gets, checked once here
-        except ValueError as err:
-            raise SweepError(str(err)) from None
-        limit = None if args.allow_large_grid else MAX_CELLS
-        grid = parse_grid(args.grid, args.overrides)
-        if args.select and not grid:
-            raise SweepError("--select chooses among --grid values: give the grid's --grid flags")
-        cells = expand(args.task, args.attn, parse_seeds(args.seeds, limit), grid)
-        if limit is not None and len(cells) > limit:
-            raise SweepError(f"the grid has {len(cells)} cells, more than {limit}; pass "
-                             f"--allow-large-grid if that is meant")
-        if args.shard is not None:
-            cells = shard(cells, *parse_shard(args.shard))
-            if not cells:  # an array of more tasks than cells: this one has nothing to do
-                print(f"lra.sweep: shard {args.shard} holds no cell of this grid; nothing to do",
-                      file=sys.stderr)
-                return 0
+        cells = _cells(args)
+        if not cells:  # an array of more tasks than cells: this shard has nothing to do
+            print(f"lra.sweep: shard {args.shard} holds no cell of this grid; nothing to do",
+                  file=sys.stderr)
+            return 0
         stop_signals.test_hook("plan")
         plans = plan(cells, args, decide_actions=not args.list)
-        if args.list:
-            for p in plans:
-                print(shlex.join(["python", "-m", "lra.run", *p.argv]))
-            return 0
     except SweepPathError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
     except (SweepError, UnknownNameError, config_lib.ConfigError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    if args.list:
+        for p in plans:
+            print(shlex.join(["python", "-m", "lra.run", *p.argv]))
+        return 0
     if code := _stopped_while_starting(starting):
         return code
     starting.uninstall()  # from here the cells' own handling (``sweep``, ``cluster.submit``)
     if args.dry_run:
-        for p in plans:
-            print(f"{p.action:8} {p.cell}" + (f": {p.detail}" if p.detail else f" in {p.workdir}"))
-        counts = {a: sum(p.action == a for p in plans) for a in ("run", "resume", "skip", "conflict",
-                                                                "invalid")}
-        print(", ".join(f"{n} {a}" for a, n in counts.items() if n or a != "invalid")
-              + f" ({len(plans)} cells)")
+        _print_dry_run(plans)
         return 0
     if args.select:
         return print_selection(plans, args, sys.stdout)
     if args.executor != "subprocess":  # submitit: the planned cells go to lra.cluster
         return cluster.submit(plans, args)
+    return _run_here(plans, args)
 
+
+def _run_here(plans: list[Plan], args: argparse.Namespace) -> int:
+    """Run the plans one after the other in this machine, then the leaderboard and the grid's
+    selection; the command's exit status."""
     stream = sys.stderr
     print(f"lra.sweep: {len(plans)} cells; logs in each work directory's sweep.log", file=stream)
     tally, failures, stopped = sweep(plans, stream, args.results_dir)
