@@ -252,8 +252,8 @@ def _in_flight_and_listed(phases: dict, got: dict[str, bytes]) -> set[str]:
 @pytest.mark.slow
 def test_the_window_at_toy_sizes_whole_and_killed_at_random_moments(tmp_path):
     """The whole script to its end (every phase passes, in order, under the real boxes scaled to a
-    half), then killed (SIGKILL to all its processes) at random moments of a second and third run:
-    each time the bundle holds every finished cell, valid. LRA_KILL_SEED replays a draw."""
+    half), then killed (SIGKILL to all its processes) at a random moment of a second run: the
+    bundle holds every finished cell, valid. LRA_KILL_SEED replays a draw."""
     begin = time.perf_counter()
     proc = _window(tmp_path / "whole")
     output, _ = proc.communicate(timeout=400)
@@ -277,8 +277,10 @@ def test_the_window_at_toy_sizes_whole_and_killed_at_random_moments(tmp_path):
     with pytest.raises(AssertionError):
         _check_bundle(tmp_path / "whole", tmp_path / "lacking.tar.gz")
 
+    # One kill at a random moment per run of the suite (each CI run draws another; LRA_KILL_SEED
+    # replays a draw): a second kill in the same run doubled the test's time.
     seed = int(os.environ.get("LRA_KILL_SEED", random.randrange(10**6)))
-    for i, moment in enumerate(sorted(random.Random(seed).uniform(1, took) for _ in range(2))):
+    for i, moment in enumerate([random.Random(seed).uniform(1, took)]):
         proc = _window(tmp_path / f"killed{i}")
         try:
             proc.wait(timeout=moment)

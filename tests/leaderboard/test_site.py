@@ -24,6 +24,10 @@ from lra.leaderboard.site import site_files
 ROOT = REPO
 RESULTS = ROOT / "results"
 DRIVER = Path(__file__).with_name("site_driver.js")
+# Every test here reads a leaderboard built from the committed results (some 20 s) and most drive a
+# browser: the whole file runs in the full suite, not the fast lane.
+pytestmark = pytest.mark.slow
+
 NO_BROWSER = "no chromium on PATH (Debian: apt-get install chromium; .ci/run installs it as root)"
 
 
