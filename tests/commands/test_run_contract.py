@@ -230,7 +230,8 @@ def test_a_real_full_disk_during_a_save_is_a_few_lines(data, small_disk):
     verified = work / "checkpoints" / "checksums" / "last-2.sha256"
     while not verified.is_file() and time.time() < deadline and proc.poll() is None:
         time.sleep(0.02)
-    with open(small_disk / "filler", "wb") as f:
+    # unbuffered: a buffered file would flush its last part again at close, on the full disk
+    with open(small_disk / "filler", "wb", buffering=0) as f:
         with contextlib.suppress(OSError):
             while True:
                 f.write(b"\0" * 65536)
