@@ -29,9 +29,8 @@ from typing import Any
 
 from lra import atomic
 from lra import config as config_lib
+from lra.leaderboard.reader import HEADLINE
 
-# The protocol's headline test accuracy (docs/families-and-protocols.md "Two protocols").
-HEADLINE = {"lra": "test_accuracy_at_last", "modern": "test_accuracy_at_best_val"}
 VALIDATION_IS_TEST = ("text",)
 
 

@@ -27,7 +27,7 @@ from typing import Any
 
 from lra import atomic, stop_signals
 from lra.leaderboard import browser, curves, reader, tuned
-from lra.leaderboard.accuracy import BEST_VAL, HEADLINE, MODERN_HEADLINE_AND_SECOND, accuracy_section
+from lra.leaderboard.accuracy import MODERN_HEADLINE_AND_SECOND, accuracy_section
 from lra.leaderboard.efficiency import FIGURE_PREFIX, FIGURES_DIR, efficiency_section
 from lra.leaderboard.export import to_csv, to_tex, to_tex_with_published
 from lra.leaderboard.load import (
@@ -102,8 +102,8 @@ def build_all(results_dir: Path, skipped: list[str] | None = None, *,
               if modern
               else ["No result files of the modern protocol yet.", ""])
     tuned_cells: list[dict[str, Any]] = []
-    lines += tuned.section(tuned.load(results_dir, result_set, skipped),
-                           {"lra": HEADLINE, "modern": BEST_VAL}, collect=tuned_cells)
+    lines += tuned.section(tuned.load(results_dir, result_set, skipped), reader.HEADLINE,
+                           collect=tuned_cells)
     curve_lines, curve_figs = curves.leaderboard_section(runs)  # learning curves per (task, preset)
     lines += curve_lines
     lines += ["## Measured efficiency", ""]

@@ -20,9 +20,7 @@ from lra.leaderboard import reader
 from lra.leaderboard.accuracy import at_chance
 from lra.leaderboard.cells import CELL_LEGEND, cell_objects, md_table
 from lra.leaderboard.load import ResultFileError, device_label, protocol, skip_line, task_columns
-
-SELECTIONS_DIR = "selections"  # lra.selection.SELECTIONS_DIR (lra.selection imports the config)
-FORMAT = "lra.selection/1"
+from lra.selection import FORMAT, SELECTIONS_DIR
 
 
 def _check(record: Any, valid: dict[str, dict[str, Any]]) -> None:
