@@ -22,6 +22,7 @@ import os
 import re
 import sys
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -68,9 +69,10 @@ def _peers_lines(results_dir: Path, valid: list[Path]) -> list[str]:
 def build_all(results_dir: Path, skipped: list[str] | None = None, *,
               results_href: str = "..") -> dict[str, Any]:
     """Every output: {"markdown": str, "figures": {file under figures/: bytes}, "csv": str,
-    "tex": str, "site": {file under the site folder: bytes}}. Invalid files are listed in
-    ``skipped`` (an error if it is None). ``results_href``: ``results_dir`` relative to the site
-    folder (the page links the run files)."""
+    "tex": str, "site": {file under the site folder: bytes}}; the figures are drawn when their
+    bytes are first read (``figures.Figures``), so the tables alone cost no drawing. Invalid
+    files are listed in ``skipped`` (an error if it is None). ``results_href``: ``results_dir``
+    relative to the site folder (the page links the run files)."""
     result_set = reader.read(results_dir, strict=skipped is None)
     if skipped is not None:
         skipped.extend(result_set.skipped)
@@ -129,7 +131,7 @@ def build_all(results_dir: Path, skipped: list[str] | None = None, *,
             "tex": to_tex(cells, tuned_cells), "tex_published": to_tex_with_published(cells), "site": page}
 
 
-def build(results_dir: Path, skipped: list[str] | None = None) -> tuple[str, dict[str, bytes]]:
+def build(results_dir: Path, skipped: list[str] | None = None) -> tuple[str, Mapping[str, bytes]]:
     """The leaderboard's markdown and its figures ({file name under figures/: bytes})."""
     out = build_all(results_dir, skipped)
     return out["markdown"], out["figures"]

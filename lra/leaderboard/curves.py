@@ -53,16 +53,16 @@ def family_band(family: str, histories: list[dict[str, list]]) -> dict[str, Any]
             "high": [max(v) for v in values]}
 
 
-def leaderboard_section(runs: list[dict[str, Any]]) -> tuple[list[str], dict[str, bytes]]:
+def leaderboard_section(runs: list[dict[str, Any]]) -> tuple[list[str], figures.Figures]:
     """Markdown lines and {figure file: bytes} (PNG, SVG, PDF at full width; SVG, PDF in one column,
-    ``figures.SIZES``): validation accuracy per (task, preset), from the preset runs (``_diff``
-    empty) only."""
+    ``figures.SIZES``; drawn when read): validation accuracy per (task, preset), from the preset
+    runs (``_diff`` empty) only."""
     groups: dict[tuple[str, str], list[dict]] = defaultdict(list)
     for r in runs:
         if not r.get("_diff"):
             groups[(r["task"], r["preset"])].append(r)
     lines = ["## Learning curves", ""]
-    figs: dict[str, bytes] = {}
+    figs = figures.Figures()
     for task, preset in sorted(groups):
         group = groups[(task, preset)]
         drawn = [r for r in group if (r.get("eval_history") or {}).get("step")]
@@ -83,7 +83,7 @@ def leaderboard_section(runs: list[dict[str, Any]]) -> tuple[list[str], dict[str
             panels, chance=chance_lines([task], "val_accuracy"),
             title=f"Validation accuracy during training: {names.task_name(task)}, preset {preset}",
             ylabel="validation accuracy (%)")
-        figs.update({f"{stem}{suffix}": data for suffix, data in drawn_figure.items()})
+        figs.add(stem, drawn_figure)
         name = f"{stem}.png"
         left_out = len(group) - len(drawn)
         lines += [f"### `{task}`, preset `{preset}`", "",

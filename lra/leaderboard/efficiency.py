@@ -83,7 +83,7 @@ def efficiency_section(records: list[dict[str, Any]], runs: list[dict[str, Any]]
         "`softmax` measured in the same run, as in LRA's Table 2. Slopes are least-squares fits of "
         "log(time per step) and log(memory) against log(length): 2 is quadratic, 1 linear; memory "
         "includes the parameters and optimizer state, which do not grow with length.", ""]
-    figs: dict[str, bytes] = {}
+    figs = figures.Figures()
     for key in sorted(groups):
         history = sorted(groups[key], key=lambda r: (r["date"], r["_file"]))
         rec = history[-1]
@@ -203,7 +203,7 @@ def _figures(ok: dict[tuple[str, int], dict[str, Any]], runs: list[dict[str, Any
     """The scaling curves and the bubble chart of one bench file: (Markdown lines, {file: bytes})."""
     device, task, batch, dtype = key
     lines: list[str] = []
-    figs: dict[str, bytes] = {}
+    figs = figures.Figures()
     stem = f"{FIGURE_PREFIX}{figures.slug(device)}-{figures.slug(task)}-b{batch}-{dtype}"
     series = {a: [(n, ok[(a, n)]["step_time_s"]["median"], ok[(a, n)]["memory"]["bytes"])
                   for n in lengths if (a, n) in ok] for a in families}
@@ -213,7 +213,7 @@ def _figures(ok: dict[tuple[str, int], dict[str, Any]], runs: list[dict[str, Any
     if series:
         name = f"{stem}-scaling.png"
         drawn = figures.scaling_curves(series, title=f"Scaling with length: {shown}")
-        figs.update({f"{stem}-scaling{suffix}": data for suffix, data in drawn.items()})
+        figs.add(f"{stem}-scaling", drawn)
         lines += [f"![time and memory against length, {setting}]({FIGURES_DIR}/{name})", ""]
     bubble = bubble_points(ok, runs, families, lengths)
     if bubble is None:
@@ -227,7 +227,7 @@ def _figures(ok: dict[tuple[str, int], dict[str, Any]], runs: list[dict[str, Any
     left_out = [a for a in families if a not in {p["name"] for p in points}]
     name = f"{stem}-bubble.png"
     drawn = figures.bubble_chart(points, **bubble_labels(key, at, preset, tasks))
-    figs.update({f"{stem}-bubble{suffix}": data for suffix, data in drawn.items()})
+    figs.add(f"{stem}-bubble", drawn)
     lines += [f"![speed vs accuracy, bubble area = memory, {setting}]({FIGURES_DIR}/{name})", "",
               f"Bubble chart: x = speed relative to softmax at length {at}, y = mean test accuracy at "
               f"the last step over seeds (preset `{preset}`, over {over}), bubble area = "

@@ -66,9 +66,67 @@ FORMATS = {"png": {"Software": None},
            "pdf": {"CreationDate": None, "ModDate": None, "Creator": None, "Producer": None}}
 
 
-def render(draw: Callable[[float], Figure]) -> dict[str, bytes]:
+# Every file a figure makes: its file-name suffix with the format (".png", "-onecolumn.pdf", ...).
+SUFFIXES = tuple(f"{suffix}.{fmt}" for suffix, _, formats in SIZES for fmt in formats)
+
+
+class Drawing(Mapping[str, bytes]):
+    """{file-name suffix with format (``SUFFIXES``): bytes} of ``draw(width)`` at each of ``SIZES``,
+    drawn the first time one of its files is read (every size and format at once) and kept. Most of
+    the leaderboard's build time is matplotlib's: a caller that wants only the tables, the CSV or
+    the page (a test, the LaTeX for a paper) never draws a figure."""
+
+    def __init__(self, draw: Callable[[float], Figure]):
+        self._draw = draw
+        self._files: dict[str, bytes] | None = None
+
+    def __getitem__(self, suffix: str) -> bytes:
+        if suffix not in SUFFIXES:
+            raise KeyError(suffix)
+        if self._files is None:
+            self._files = render_now(self._draw)
+        return self._files[suffix]
+
+    def __iter__(self):
+        return iter(SUFFIXES)
+
+    def __len__(self) -> int:
+        return len(SUFFIXES)
+
+
+class Figures(Mapping[str, bytes]):
+    """{file name under ``figures/``: bytes} of several ``Drawing``s, each still drawn only when
+    one of its files is read."""
+
+    def __init__(self) -> None:
+        self._files: dict[str, tuple[Drawing, str]] = {}
+
+    def add(self, stem: str, drawing: Drawing) -> None:
+        """The files of ``drawing`` as ``<stem><suffix>``."""
+        self._files.update({f"{stem}{suffix}": (drawing, suffix) for suffix in drawing})
+
+    def update(self, other: Figures) -> None:
+        self._files.update(other._files)
+
+    def __getitem__(self, name: str) -> bytes:
+        drawing, suffix = self._files[name]
+        return drawing[suffix]
+
+    def __iter__(self):
+        return iter(self._files)
+
+    def __len__(self) -> int:
+        return len(self._files)
+
+
+def render(draw: Callable[[float], Figure]) -> Drawing:
+    """The files of ``draw(width)`` at each of ``SIZES``, drawn when first read (``Drawing``)."""
+    return Drawing(draw)
+
+
+def render_now(draw: Callable[[float], Figure]) -> dict[str, bytes]:
     """{file-name suffix with format (".png", "-onecolumn.pdf", ...): bytes} of ``draw(width)`` at
-    each of ``SIZES``."""
+    each of ``SIZES``, drawn now."""
     out = {}
     for suffix, width, formats in SIZES:
         with matplotlib.rc_context({**RC, "font.size": font_size(width)}):
@@ -108,7 +166,7 @@ def percent_axis(ax) -> None:
 # The bubble chart.
 
 
-def bubble_chart(points: Sequence[Mapping], *, title: str, xlabel: str, ylabel: str) -> dict[str, bytes]:
+def bubble_chart(points: Sequence[Mapping], *, title: str, xlabel: str, ylabel: str) -> Drawing:
     """LRA's Figure 3 at both widths ({suffix: bytes}; see ``bubble_figure``)."""
     return render(lambda width: bubble_figure(points, title=title, xlabel=xlabel, ylabel=ylabel,
                                               width=width))
@@ -245,7 +303,7 @@ def place_labels(fig: Figure, ax, items: Sequence[tuple[str, float, float, float
 
 
 def scaling_curves(series: Mapping[str, Sequence[tuple[int, float, float]]], *,
-                   title: str) -> dict[str, bytes]:
+                   title: str) -> Drawing:
     """Time per step and memory against length at both widths ({suffix: bytes}; see
     ``scaling_figure``)."""
     return render(lambda width: scaling_figure(series, title=title, width=width))
@@ -357,7 +415,7 @@ def slug(text: str) -> str:
 
 
 def family_curves(families: Sequence[Mapping], *, chance: Sequence[tuple[float, str]], title: str,
-                  ylabel: str) -> dict[str, bytes]:
+                  ylabel: str) -> Drawing:
     """Small multiples at both widths ({suffix: bytes}; see ``family_figure``)."""
     return render(lambda width: family_figure(families, chance=chance, title=title, ylabel=ylabel,
                                               width=width))

@@ -69,12 +69,24 @@ def test_sigterm_before_the_first_step_stops_at_once_and_exits_75(tmp):
     assert read_result(tmp, "term-setup")["metrics"]["steps"] == 2
 
 
-# Sizes for a generation of some 10-20 s on two cores: long enough to be stopped mid-way.
+# Sizes for a generation of a few seconds on two cores, long enough to be stopped mid-way: ListOps
+# makes 8200 trees in 33 shards of 256; Pathfinder 400 images in two batches of 200. The archive's
+# batches hold 1000 images: _BATCHES_OF_200 makes the generator's batch (what it keeps) and its unit
+# of work smaller in the run's own process, so the test generates a fifth of the images it needed
+# with batches of 1000, and batch 1 cannot be finished before the stop sent after batch 0 lands.
 _GENERATION = {
-    "listops": {"train_size": 40000, "val_size": 100, "test_size": 100, "min_length": 100,
+    "listops": {"train_size": 8000, "val_size": 100, "test_size": 100, "min_length": 100,
                 "max_length": 400, "max_depth": 6},
-    "pathfinder": {"num_images": 2000},
+    "pathfinder": {"num_images": 400},
 }
+_BATCHES_OF_200 = """
+import sys
+import tasks._pathfinder_gen as gen
+gen.BATCH_SIZE = 200  # more than the images in flight (4 units of _CHUNK images a worker)
+gen._CHUNK[32] = 10
+from lra.run import main
+sys.exit(main(sys.argv[1:]))
+"""
 
 
 @pytest.mark.slow
@@ -83,7 +95,7 @@ def test_sigterm_while_lra_run_generates_data_stops_it_and_the_rerun_goes_on(tmp
     """Issue 41: a stop signal while lra.run generated its data went unanswered until the whole
     set was made (a minute and more; a cluster's grace period then ends in SIGKILL). Now the
     generation stops at once (exit 75, one line), its finished shards (ListOps: shards of 256
-    trees; Pathfinder: batches of 1000 images) are kept, the re-run goes on from them without
+    trees; Pathfinder: batches of images) are kept, the re-run goes on from them without
     making them again, and the data is the data of an uninterrupted generation (same
     fingerprint). Fails on a05bdf0: the set was complete when the run exited."""
     import tasks
@@ -91,7 +103,8 @@ def test_sigterm_while_lra_run_generates_data_stops_it_and_the_rerun_goes_on(tmp
 
     options = _GENERATION[task]
     data = tmp_path / "data"
-    cmd = [sys.executable, "-m", "lra.run", "--task", task, "--attn", "softmax", "--preset",
+    start = ["-m", "lra.run"] if task == "listops" else ["-c", _BATCHES_OF_200]
+    cmd = [sys.executable, *start, "--task", task, "--attn", "softmax", "--preset",
            "tiny", "--data-dir", str(data), "--workdir", str(tmp_path / "w"), "--results-dir",
            str(tmp_path / "results"), "--no-progress", "--set", "train.num_steps=2",
            "--set", "train.eval_every=2",
@@ -117,7 +130,7 @@ def test_sigterm_while_lra_run_generates_data_stops_it_and_the_rerun_goes_on(tmp
     if task == "listops":  # stopped mid-way: no split file, shards kept
         assert not list(data.rglob("basic_*.tsv"))
         kept = len(list(data.rglob(".listops-shards/*.tsv.gz")))
-        assert 1 <= kept < 40200 / 256
+        assert 1 <= kept < 8200 / 256
     else:
         assert not list(data.rglob("metadata/1.npy"))
     assert not (tmp_path / "w" / "checkpoints").exists()
@@ -128,7 +141,7 @@ def test_sigterm_while_lra_run_generates_data_stops_it_and_the_rerun_goes_on(tmp
         assert f"ListOps: going on from the {kept} finished shards" in again.stderr
         assert not list(data.rglob(".listops-shards"))  # gone once the files are written
     else:
-        assert "generating 1000 of 2000 images" in again.stderr and "(it has 1000)" in again.stderr
+        assert "generating 200 of 400 images" in again.stderr and "(it has 200)" in again.stderr
         after = first.stat()  # not made again
         assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
 
@@ -136,7 +149,7 @@ def test_sigterm_while_lra_run_generates_data_stops_it_and_the_rerun_goes_on(tmp
         # A set completed from kept batches is the uninterrupted set: each image is a pure
         # function of (seed, index) (tests/tasks/test_pathfinder.py, test_render_is_a_pure_function_
         # of_seed_and_index and test_an_interrupted_or_smaller_set_is_completed); generating a
-        # reference of 2000 images here again would double the test's minute.
+        # reference here again would double the test's time.
         return
     reference = tmp_path / "reference"
     fingerprints = []
