@@ -171,6 +171,9 @@ def _main(argv: list[str] | None) -> int:
     p.add_argument("--html", type=Path, default=None, metavar="DIR",
                    help=f"write the web page into DIR (default: {SITE_DIR}/ beside the Markdown)")
     p.add_argument("--no-html", action="store_true", help="write no web page")
+    p.add_argument("--no-figures", action="store_true",
+                   help="draw no figure and leave figures/ as it is (the tables, CSV, LaTeX and page "
+                        "in seconds; drawing the figures takes most of a full build's time)")
     p.add_argument("--screenshot", type=Path, default=None, metavar="PATH",
                    help="then take a PNG of the page with a headless chromium")
     p.add_argument("--screenshot-size", default="1280x800", metavar="WxH",
@@ -207,7 +210,7 @@ def _main(argv: list[str] | None) -> int:
         return 1
     try:
         stop_signals.test_hook("write")
-        written = write(args.results_dir, out, html_dir)
+        written = write(args.results_dir, out, html_dir, figures=not args.no_figures)
     except OSError as err:
         print(f"error: cannot write the leaderboard under {args.results_dir}: "
               f"{err.strerror or err} ({err.filename or args.results_dir})", file=sys.stderr)
@@ -224,21 +227,14 @@ def _main(argv: list[str] | None) -> int:
     return 0
 
 
-def write(results_dir: Path, out: dict[str, Any], html_dir: Path | None = None) -> str:
+def write(results_dir: Path, out: dict[str, Any], html_dir: Path | None = None, *,
+          figures: bool = True) -> str:
     """Write every output under ``results_dir`` and the web page into ``html_dir`` (none where it
-    is None); remove the figures this tool made before that it no longer makes. Returns what was
-    written, in words."""
-    figs = out["figures"]
-    fig_dir = results_dir / FIGURES_DIR
-    made_before = [p for prefix in (FIGURE_PREFIX, curves.FIGURE_PREFIX)
-                   for ext in ("png", "svg", "pdf") for p in fig_dir.glob(f"{prefix}*.{ext}")]
-    for stale in sorted(made_before):  # figures this tool made before
-        if stale.name not in figs:
-            stale.unlink()
-    if figs:
-        fig_dir.mkdir(parents=True, exist_ok=True)
-    for name, data in figs.items():
-        replace_file(fig_dir / name, data)
+    is None); remove the figures this tool made before that it no longer makes. ``figures=False``
+    draws none and leaves ``figures/`` untouched. Returns what was written, in words."""
+    figs = out["figures"] if figures else {}
+    if figures:
+        _write_figures(results_dir, figs)
     replace_file(results_dir / CSV_FILE, out["csv"].encode())
     replace_file(results_dir / TEX_FILE, out["tex"].encode())
     replace_file(results_dir / TEX_PUBLISHED_FILE, out["tex_published"].encode())
@@ -251,4 +247,20 @@ def write(results_dir: Path, out: dict[str, Any], html_dir: Path | None = None) 
             replace_file(html_dir / name, data)
         site = f", the web page {html_dir / INDEX}"
     return (f"{page}, {CSV_FILE}, {TEX_FILE}, {TEX_PUBLISHED_FILE}{site}"
-            + (f" and {len(figs)} figures in {fig_dir}" if figs else ""))
+            + (f" and {len(figs)} figures in {results_dir / FIGURES_DIR}" if figs else "")
+            + ("" if figures else " (no figures drawn: --no-figures)"))
+
+
+def _write_figures(results_dir: Path, figs: Mapping[str, bytes]) -> None:
+    """The figures under ``figures/``, and the ones this tool made before that it no longer makes
+    removed."""
+    fig_dir = results_dir / FIGURES_DIR
+    made_before = [p for prefix in (FIGURE_PREFIX, curves.FIGURE_PREFIX)
+                   for ext in ("png", "svg", "pdf") for p in fig_dir.glob(f"{prefix}*.{ext}")]
+    for stale in sorted(made_before):  # figures this tool made before
+        if stale.name not in figs:
+            stale.unlink()
+    if figs:
+        fig_dir.mkdir(parents=True, exist_ok=True)
+    for name, data in figs.items():
+        replace_file(fig_dir / name, data)

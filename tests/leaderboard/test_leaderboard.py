@@ -138,6 +138,31 @@ def test_stale_figures_are_removed_and_no_bench_files_means_no_figures(results_d
     assert "No efficiency files yet" in (results_dir / "LEADERBOARD.md").read_text()
 
 
+def test_no_figures_writes_the_tables_and_leaves_the_figures_folder_as_it_is(results_dir, monkeypatch):
+    """``--no-figures``: every table, the same bytes as a full build, and not one figure drawn
+    (matplotlib's savefig is never called) or removed."""
+    from matplotlib.figure import Figure
+
+    assert leaderboard.main(["--results-dir", str(results_dir)]) == 0
+    tables = ("LEADERBOARD.md", "leaderboard.csv", "leaderboard.tex")
+    full = {name: (results_dir / name).read_bytes() for name in tables}
+    figures_before = {p.name: p.stat().st_mtime_ns for p in (results_dir / "figures").iterdir()}
+    for name in tables:
+        (results_dir / name).unlink()
+    for p in (results_dir / "efficiency").glob("*.json"):  # its figures are now stale: kept
+        p.unlink()
+
+    def no_drawing(*args, **kwargs):
+        raise AssertionError("a figure was drawn")
+
+    monkeypatch.setattr(Figure, "savefig", no_drawing)
+    assert leaderboard.main(["--results-dir", str(results_dir), "--no-figures"]) == 0
+    assert {p.name: p.stat().st_mtime_ns for p in (results_dir / "figures").iterdir()} == figures_before
+    assert (results_dir / "LEADERBOARD.md").read_bytes() != full["LEADERBOARD.md"]  # no bench now
+    assert (results_dir / "leaderboard.csv").read_bytes() == full["leaderboard.csv"]
+    assert (results_dir / "leaderboard.tex").read_bytes() == full["leaderboard.tex"]
+
+
 def test_without_accuracy_runs_the_bubble_chart_is_left_out(results_dir):
     for p in (results_dir / "runs").glob("*.json"):
         p.unlink()
