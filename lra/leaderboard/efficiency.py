@@ -78,10 +78,11 @@ def efficiency_section(records: list[dict[str, Any]], runs: list[dict[str, Any]]
     for rec in records:
         groups[(bench_device_label(rec), rec["task"], rec["batch"], rec["dtype"])].append(rec)
     lines: list[str] = [
-        "Training steps per second (the median of the timed steps, families timed round-robin in "
-        "one process) and peak memory per device, at each input length; in brackets the ratio to "
-        "`softmax` measured in the same run, as in LRA's Table 2. Slopes are least-squares fits of "
-        "log(time per step) and log(memory) against log(length): 2 is quadratic, 1 linear; memory "
+        "Training steps per second (the median of the timed steps; how each file timed its "
+        "families is said under its heading) and peak memory per device, at each input length; in "
+        "brackets the ratio to `softmax` measured in the same process, as in LRA's Table 2. Slopes "
+        "are least-squares fits of log(time per step) and log(memory) against log(length): 2 is "
+        "quadratic, 1 linear; memory "
         "includes the parameters and optimizer state, which do not grow with length.", ""]
     figs = figures.Figures()
     for key in sorted(groups):
@@ -116,6 +117,11 @@ def _fusions_line(ok: dict[tuple[str, int], dict[str, Any]], families: list[str]
     return [f"Step program timed ({how}): {what}.", ""]
 
 
+# How lra.bench times a file's families; a file merged from several processes (the accelerator
+# window's, lra.bench.device_check.merge_bench_parts) says how in its own "timing".
+ONE_PROCESS = "every family round-robin in one process (a step of each per round)"
+
+
 def _efficiency_table(rec: dict[str, Any], runs: list[dict[str, Any]], key: tuple):
     """One bench file's section: its header line, the table, the notes under it, the figures."""
     device, task, batch, dtype = key
@@ -126,8 +132,8 @@ def _efficiency_table(rec: dict[str, Any], runs: list[dict[str, Any]], key: tupl
     longest = max(lengths)
     lines = [f"### `{task}` model, batch {batch}, {dtype}, on {device}", "",
              f"File `{rec['_file']}` (commit {rec['git']['commit'][:10]}, {rec['date']}, median of "
-             f"{rec['steps']} timed steps after {rec['warmup']} untimed warm-up step(s)). Memory: "
-             f"{rec['memory_method']}."
+             f"{rec['steps']} timed steps after {rec['warmup']} untimed warm-up step(s)). Timing: "
+             f"{rec.get('timing', ONE_PROCESS)}. Memory: {rec['memory_method']}."
              + (f" Measured matmul peak of this device: {peak / 1e9:.1f} GFLOP/s." if peak else ""),
              ""]
     header = (["attention"] + [f"steps/s {n}" for n in lengths] + [f"memory GiB {n}" for n in lengths]

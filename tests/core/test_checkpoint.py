@@ -198,9 +198,12 @@ LONG = ["--set", "train.num_steps=60", "--set", "train.checkpoint_every=10",
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("norm", ["layer", "batch"])
+@pytest.mark.parametrize("norm", ["batch"])
 def test_sigkill_then_resume_is_bit_identical(tmp, norm):
-    """Parameters and (model.norm=batch) BatchNorm's running statistics survive kill -9."""
+    """Parameters and BatchNorm's running statistics survive kill -9. BatchNorm only: its state
+    holds all a LayerNorm model's and its statistics besides, and the default (LayerNorm) model's
+    resume is checked bit for bit after a stop at every stage (tests/commands/test_run_contract.py)
+    and after a requeue (tests/commands/test_cluster.py)."""
     args = [*LONG, "--set", f"model.norm={norm}"]
     run_ok(tiny_run_cmd(tmp, f"straight-{norm}", *args))
     proc = subprocess.Popen(tiny_run_cmd(tmp, f"killed-{norm}", *args), env=cli_env(1),

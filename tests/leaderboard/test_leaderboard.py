@@ -47,6 +47,23 @@ def test_efficiency_table_like_lra_table2(results_dir):
     assert "Step program timed" not in text  # files from before lra.xla_cpu record no choice
 
 
+def test_each_bench_file_says_how_it_timed_its_families(tmp_path):
+    """A file merged from several processes (the accelerator window's) says so under its heading;
+    before, one line above every table said "timed round-robin in one process" of all of them."""
+    from lra.bench.device_check import merge_bench_parts
+    from lra.leaderboard.efficiency import ONE_PROCESS
+
+    (tmp_path / "efficiency").mkdir()
+    (tmp_path / "efficiency" / "one.json").write_text(json.dumps(bench_record()))
+    text = leaderboard.render(tmp_path)
+    assert f"Timing: {ONE_PROCESS}." in text and "round-robin in one process)" not in text
+    parts = [{**bench_record(), "command": ["python", "-m", "lra.bench"]} for _ in range(2)]
+    merged = merge_bench_parts(parts, ["p0.json", "p1.json"])
+    (tmp_path / "efficiency" / "one.json").write_text(json.dumps(merged))
+    text = leaderboard.render(tmp_path)
+    assert f"Timing: {merged['timing']}." in text and ONE_PROCESS not in text
+
+
 def test_efficiency_table_names_the_step_program_each_config_timed(tmp_path):
     rec = bench_record()
     for r in rec["results"]:
