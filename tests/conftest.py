@@ -50,13 +50,11 @@ jax.config.update("jax_numpy_rank_promotion", "raise")
 # the package: tests/attention/ (the families and their machinery), tests/tasks/, tests/core/ (the
 # modules of lra/), tests/commands/ (the ``python -m lra.*`` commands), tests/bench/ and
 # tests/leaderboard/ (the two satellite packages), tests/slurm/ (a real SLURM, off by default).
-# In tests/attention/ the per-family checks run in the fast lane for these families only, one of each
-# kind of machinery (dense, blocked, random features and their redraw, a state-space convolution, a
-# chunked decayed scan); the full suite runs them for every family. A test there parametrized by
+# In tests/attention/ the per-family checks run in the fast lane for helpers.FAST_FAMILIES only, one
+# of each kind of machinery; the full suite runs them for every family. A test there parametrized by
 # another family's name is marked ``slow``, and a family's own file (tests/attention/test_<family>.py)
 # is ``slow`` as a whole for the other families. Working on a family, run its file by name:
 # ``pytest tests/attention/test_mamba.py`` runs all of it (only ``-m "not slow"`` leaves slow tests out).
-FAST_FAMILIES = ("softmax", "local", "performer", "s4d", "gla")
 # Fixtures that train or bench end to end (a tiny run, or a bench grid): every test using one is
 # ``slow``, like the tests that start such runs themselves.
 END_TO_END_FIXTURES = {"tiny_run", "trained", "finished", "reference"}
@@ -64,7 +62,7 @@ PER_FAMILY_FOLDER = Path(__file__).parent / "attention"
 
 
 def pytest_collection_modifyitems(config, items):
-    from helpers import FAMILY_OF_VARIANT
+    from helpers import FAMILY_OF_VARIANT, FAST_FAMILIES
 
     import attention
 

@@ -67,6 +67,11 @@ def assert_module_matches_dense(module, x, mask, pattern) -> None:
     np.testing.assert_allclose(np.asarray(out)[mask], np.asarray(ref)[mask], atol=2e-5, rtol=1e-4)
 
 
+# The families whose per-family checks run in the fast lane (conftest.py), one of each kind of
+# machinery: dense, blocked, random features and their redraw, a state-space convolution, a chunked
+# decayed scan.
+FAST_FAMILIES = ("softmax", "local", "performer", "s4d", "gla")
+
 # Named variants of a registered family that tests parametrize by their own name (the family with
 # the option that gives the variant): the fast lane (conftest.py) counts them as the family.
 FAMILY_OF_VARIANT = {"hgrn2": "gla", "deltanet": "gated_deltanet"}
