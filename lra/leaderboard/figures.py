@@ -84,7 +84,7 @@ class Drawing(Mapping[str, bytes]):
         if suffix not in SUFFIXES:
             raise KeyError(suffix)
         if self._files is None:
-            self._files = render_now(self._draw)
+            self._files = _draw_all(self._draw)
         return self._files[suffix]
 
     def __iter__(self):
@@ -119,31 +119,27 @@ class Figures(Mapping[str, bytes]):
         return len(self._files)
 
 
-def render(draw: Callable[[float], Figure]) -> Drawing:
-    """The files of ``draw(width)`` at each of ``SIZES``, drawn when first read (``Drawing``)."""
-    return Drawing(draw)
-
-
-def render_now(draw: Callable[[float], Figure]) -> dict[str, bytes]:
+def _draw_all(draw: Callable[[float], Figure]) -> dict[str, bytes]:
     """{file-name suffix with format (".png", "-onecolumn.pdf", ...): bytes} of ``draw(width)`` at
-    each of ``SIZES``, drawn now."""
+    each of ``SIZES``, drawn now: each size once, saved in each of its formats."""
     out = {}
     for suffix, width, formats in SIZES:
         with matplotlib.rc_context({**RC, "font.size": font_size(width)}):
             fig = draw(width)
-            for fmt in formats:
-                buf = io.BytesIO()
-                fig.savefig(buf, format=fmt, dpi=DPI, metadata=FORMATS[fmt])
-                out[f"{suffix}.{fmt}"] = buf.getvalue()
+            out.update({f"{suffix}.{fmt}": _bytes(fig, fmt) for fmt in formats})
     return out
 
 
 def save(draw: Callable[[float], Figure], fmt: str, width: float = FULL_WIDTH) -> bytes:
     """The bytes of ``draw(width)`` in format ``fmt`` ("png", "svg" or "pdf")."""
     with matplotlib.rc_context({**RC, "font.size": font_size(width)}):
-        buf = io.BytesIO()
-        draw(width).savefig(buf, format=fmt, dpi=DPI, metadata=FORMATS[fmt])
-        return buf.getvalue()
+        return _bytes(draw(width), fmt)
+
+
+def _bytes(fig: Figure, fmt: str) -> bytes:
+    buf = io.BytesIO()
+    fig.savefig(buf, format=fmt, dpi=DPI, metadata=FORMATS[fmt])
+    return buf.getvalue()
 
 
 def new_figure(width: float, height: float, *, constrained: bool = False) -> Figure:
@@ -168,8 +164,8 @@ def percent_axis(ax) -> None:
 
 def bubble_chart(points: Sequence[Mapping], *, title: str, xlabel: str, ylabel: str) -> Drawing:
     """LRA's Figure 3 at both widths ({suffix: bytes}; see ``bubble_figure``)."""
-    return render(lambda width: bubble_figure(points, title=title, xlabel=xlabel, ylabel=ylabel,
-                                              width=width))
+    return Drawing(lambda width: bubble_figure(points, title=title, xlabel=xlabel, ylabel=ylabel,
+                                               width=width))
 
 
 def bubble_figure(points: Sequence[Mapping], *, title: str, xlabel: str, ylabel: str,
@@ -306,7 +302,7 @@ def scaling_curves(series: Mapping[str, Sequence[tuple[int, float, float]]], *,
                    title: str) -> Drawing:
     """Time per step and memory against length at both widths ({suffix: bytes}; see
     ``scaling_figure``)."""
-    return render(lambda width: scaling_figure(series, title=title, width=width))
+    return Drawing(lambda width: scaling_figure(series, title=title, width=width))
 
 
 def scaling_figure(series: Mapping[str, Sequence[tuple[int, float, float]]], *, title: str,
@@ -417,8 +413,8 @@ def slug(text: str) -> str:
 def family_curves(families: Sequence[Mapping], *, chance: Sequence[tuple[float, str]], title: str,
                   ylabel: str) -> Drawing:
     """Small multiples at both widths ({suffix: bytes}; see ``family_figure``)."""
-    return render(lambda width: family_figure(families, chance=chance, title=title, ylabel=ylabel,
-                                              width=width))
+    return Drawing(lambda width: family_figure(families, chance=chance, title=title, ylabel=ylabel,
+                                               width=width))
 
 
 def family_figure(families: Sequence[Mapping], *, chance: Sequence[tuple[float, str]], title: str,
