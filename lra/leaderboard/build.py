@@ -264,7 +264,10 @@ def _write_figures(results_dir: Path, figs: Mapping[str, bytes]) -> str:
         fig_dir.mkdir(parents=True, exist_ok=True)
     for name, data in figs.items():
         replace_file(fig_dir / name, data)
-    return _record_versions(fig_dir) if figs else ""
+    if figs:
+        return _record_versions(fig_dir)
+    (fig_dir / figures.DRAWN_WITH).unlink(missing_ok=True)  # it described figures now removed
+    return ""
 
 
 def _record_versions(fig_dir: Path) -> str:
