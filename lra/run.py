@@ -77,8 +77,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--sources", action="store_true",
                    help="with --print-config and --protocol modern: instead of the JSON, each "
                         "value the recipe sets beside where it comes from (file and line, paper "
-                        "and table, or the stated departure); see docs/families-and-protocols.md "
-                        "'Where each recipe value comes from'")
+                        "and table, or the stated departure); see "
+                        "docs/families-and-protocols.md 'Where each recipe value comes from'")
     p.add_argument("--wandb", default=None, metavar="PROJECT",
                    help="also log to Weights & Biases project PROJECT (needs `pip install wandb`; "
                         "WANDB_MODE=offline works without a network); see "
