@@ -6,19 +6,11 @@ schedule and the full budget (``paper`` scale). Sources: the papers and reposito
 (S5 section 1, S4D section 2, LRU section 3, Mega section 4). Steps per epoch are derived here as
 train examples // batch (the trainer drops no example: it draws epoch permutations).
 
-What this suite cannot express, and uses instead (docs/families-and-protocols.md "Two protocols"):
-
-* S5's ``half_glu2`` (ListOps, IMDB) and the S4 block's full GLU / LRU's two-matrix GLU run as the
-  encoder's half-GLU (``model.channel_mixer=glu``, S5's ``half_glu1``); S5's ``dt_global`` and
-  ``opt_config`` variants (B fast, C decayed) are not modelled: every state-space core parameter is
-  in the ``ssm`` group (no weight decay, ``train.ssm_lr``).
-* S4D's repository default initialisation for ``mode=diag`` is LegS; this suite has S4D-Lin and
-  S4D-Inv (attention/s4d.py): the recipe uses S4D-Inv.
-* LRU is bidirectional everywhere (the paper: only on Pathfinder and Path-X); LRU's base learning
-  rate is not tabulated in the paper: mLRU's default 1e-3 (ssm lr = factor x base).
-* Mega: ScaleNorm runs as LayerNorm; the linear-decay schedule runs as cosine (same warm-up and
-  peak); the EMA is not truncated (Mega truncates its kernel at 1024 on most tasks).
-* Every encoder adds positions (sinusoidal or learned); the recipes add none.
+What this suite cannot express, and what runs instead (S5's ``half_glu2``, ``dt_global`` and
+``opt_config``; S4D-LegS; LRU's one-directional runs and untabulated base lr; Mega's ScaleNorm,
+linear decay and EMA truncation; the encoder's positions), is stated per value, with the source of
+every value, in configs/_sources.py (docs/families-and-protocols.md "Where each recipe value comes
+from" shows it as tables).
 """
 
 from __future__ import annotations
