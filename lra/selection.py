@@ -29,7 +29,7 @@ from typing import Any
 
 from lra import atomic
 from lra import config as config_lib
-from lra.leaderboard.reader import HEADLINE
+from lra.results import HEADLINE
 
 VALIDATION_IS_TEST = ("text",)
 
