@@ -235,6 +235,26 @@ def test_latex_keeps_override_and_other_data_rows_out_of_the_ranked_table(tmp_pa
     assert "num\\_steps=2" in variants and "data bbbbbbbb" in variants
 
 
+def test_grid_runs_on_other_data_never_push_the_preset_runs_out_of_the_ranked_table(tmp_path):
+    """Issue 52 item 5, fails on 69b79f7: the column's data was the fingerprint most runs read,
+    grid and --set runs counted; three grid points on other data relabelled the preset's only run
+    `softmax [data aaaaaaaa]` and the ranked table had no row. The preset's own runs choose."""
+    res = tmp_path / "results"
+    _write(res, "preset", _on(run_record("listops", "softmax", "small", 0, 0.4, 0.4), A))
+    for steps in (2, 3, 4):
+        override = _on(run_record("listops", "softmax", "small", 0, 0.5, 0.5), B)
+        override["config"]["train"]["num_steps"] = override["metrics"]["steps"] = steps
+        override["overrides"] = {"train.num_steps": steps}
+        _write(res, f"grid{steps}", override)
+    rows = {str(k.row) for k in reader.read(res).cells()}
+    assert rows == {"softmax", *(f"softmax [train.num_steps={n}, data bbbbbbbb]" for n in (2, 3, 4))}
+    ranked = build_all(res, [])["markdown"].split("Test accuracy at the best-validation step")[0]
+    assert "| softmax | **40.00 (1)** |" in ranked
+    # without a preset run in the column, the runs there decide, as before
+    (res / "runs" / "preset.json").unlink()
+    assert "softmax [train.num_steps=2]" in {str(k.row) for k in reader.read(res).cells()}
+
+
 def test_equal_means_are_both_best_and_neither_is_merely_tied(tmp_path):
     """Fails on a05bdf0: of two families with the same mean, the first by name was bold and
     best=1, the other neither best nor tied."""
