@@ -5,7 +5,6 @@ preset's cells. Fails on a05bdf0: the selection was printed and forgotten."""
 import json
 
 import pytest
-
 from helpers import result_record
 
 from lra import run as run_cli
