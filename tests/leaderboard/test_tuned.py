@@ -5,35 +5,28 @@ preset's cells. Fails on a05bdf0: the selection was printed and forgotten."""
 import json
 
 import pytest
-from helpers import result_record
+from helpers import result_record, write_grid_result
 
-from lra import run as run_cli
 from lra import sweep
-from lra.data import default_data_dir
 from lra.leaderboard.build import build_all
 
 TINY = ["--preset", "tiny", "--set", "data.train_size=64", "--set", "data.val_size=16",
         "--set", "data.test_size=16"]
 
 
-def _config(attn, seed, lr):
-    args = run_cli.parser().parse_args(["--task", "listops", "--attn", attn, "--seed", str(seed),
-                                        *TINY, "--set", f"train.lr={lr}"])
-    return run_cli.resolve_config(args)
+def _argv(attn, seed, lr):
+    return ["--task", "listops", "--attn", attn, "--seed", str(seed), *TINY, "--set", f"train.lr={lr}"]
 
 
 def _results(tmp_path):
     res = tmp_path / "res"
-    (res / "runs").mkdir(parents=True)
     # validation prefers lr 3e-3 for softmax (test disagrees: the choice is made on validation)
     points = {("softmax", "1e-3"): (0.30, 0.50), ("softmax", "3e-3"): (0.40, 0.35),
               ("linear", "1e-3"): (0.33, 0.33), ("linear", "3e-3"): (0.20, 0.20)}
     for (attn, lr), (val, test) in points.items():
         for seed in (0, 1):
-            config = _config(attn, seed, lr)
-            record = result_record(config.to_dict(), val=val, test=test,
-                                   fingerprint=sweep.data_now(config, default_data_dir()))
-            (res / "runs" / f"{attn}-{lr}-{seed}.json").write_text(json.dumps(record))
+            write_grid_result(res, f"{attn}-{lr}-{seed}.json", _argv(attn, seed, lr), val=val,
+                              test=test)
     return res
 
 
@@ -75,10 +68,8 @@ def test_a_selection_naming_a_file_that_is_not_there_is_skipped_with_one_line(tm
 
 def _rerun(res, attn, lr, seed, val, test, name):
     """A newer run of one seed of a grid point (a re-run with --force): a later date."""
-    config = _config(attn, seed, lr)
-    record = result_record(config.to_dict(), val=val, test=test, date="2026-02-01T00:00:00Z",
-                           fingerprint=sweep.data_now(config, default_data_dir()))
-    (res / "runs" / name).write_text(json.dumps(record))
+    write_grid_result(res, name, _argv(attn, seed, lr), val=val, test=test,
+                      date="2026-02-01T00:00:00Z")
 
 
 def _tuned(res):
@@ -121,8 +112,11 @@ def test_a_selection_is_trusted_no_further_than_its_runs_say(tmp_path, edit, mes
     points were averaged under one label, a label whose values no listed run has was published."""
     res = _results(tmp_path)
     assert _select(tmp_path, res, "softmax") == 0
-    config = _config("softmax", 2, "3e-3")  # the chosen values, on other data: another row
-    (res / "runs" / "other-data-3e-3-2.json").write_text(json.dumps(result_record(config.to_dict())))
+    # the chosen values, on other data (a made-up fingerprint): another row
+    record = write_grid_result(res, "other-data-3e-3-2.json", _argv("softmax", 2, "3e-3"),
+                               val=0.4, test=0.4)
+    record["data"]["fingerprint"] = result_record(record["config"])["data"]["fingerprint"]
+    (res / "runs" / "other-data-3e-3-2.json").write_text(json.dumps(record))
     path = res / "selections" / "listops__softmax__tiny__lra.json"
     kept = json.loads(path.read_text())
     edit(kept)
