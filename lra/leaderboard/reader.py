@@ -5,8 +5,9 @@
     result_set.warn()                       # "warning: skipped <file>: <field>: <what>", once each
     for key, runs in result_set.cells().items(): ...
 
-Readers: the leaderboard (Markdown, CSV, LaTeX, figures, the web page), ``lra.reproduce``,
-``lra.sweep``'s skip check, ``--dry-run`` and ``--select``, and ``lra.cluster``'s result lookup.
+Readers: the leaderboard (Markdown, CSV, LaTeX, figures, the web page, and the tuned table, whose
+selections must name current runs), ``lra.reproduce``, ``lra.sweep``'s skip check, ``--dry-run``
+and ``--select``, and ``lra.cluster``'s result lookup.
 
 What it does, in order:
 
