@@ -755,7 +755,7 @@ def _main(p: argparse.ArgumentParser, argv: list[str] | None,
         _print_dry_run(plans)
         return 0
     if args.select:
-        return print_selection(plans, args, sys.stdout)
+        return 1 if print_selection(plans, args, sys.stdout) else 0
     if args.executor != "subprocess":  # submitit: the planned cells go to lra.cluster
         return cluster.submit(plans, args)
     return _run_here(plans, args, grid_cells)

@@ -119,6 +119,11 @@ def test_a_shard_never_decides_the_grids_choice(tmp_path, capsys):
     assert sweep.main(shlex.split(command)[3:]) == 0
     assert "chosen train.lr=0.001" in capsys.readouterr().out
     assert json.loads(kept.read_text())["chosen"]["values"] == {"train.lr": 0.001}
+    kept.unlink()
+    (res / "selections").rmdir()
+    (res / "selections").write_text("")  # a choice that cannot be kept: one line, exit 1
+    assert sweep.main(shlex.split(command)[3:]) == 1
+    assert "error: cannot keep the selection under" in capsys.readouterr().out
 
 
 @pytest.mark.slow

@@ -140,7 +140,9 @@ def _grid_args(tmp_path, *extra):
 
 def test_select_never_chooses_a_nan_or_a_result_that_dry_run_calls_a_conflict(tmp_path, capsys):
     """Fails on a05bdf0: --select chose lr=3e-3 from a result made on other data, which --dry-run
-    calls a conflict; with a NaN validation accuracy it chose the NaN (both exit 0)."""
+    calls a conflict; with a NaN validation accuracy it chose the NaN (both exit 0). Neither
+    counts as done, so the grid is not whole and nothing is chosen over its other half (issue 52:
+    a choice is made over the whole grid)."""
     res = tmp_path / "res"
     good, other = _config(0, "train.lr=1e-3"), _config(0, "train.lr=3e-3")
     now = _now(other)
@@ -153,14 +155,16 @@ def test_select_never_chooses_a_nan_or_a_result_that_dry_run_calls_a_conflict(tm
            "other data" in dry
     assert sweep.main(_grid_args(tmp_path, "--select")) == 1
     out = capsys.readouterr().out
-    assert "chosen train.lr=0.001" in out and "* train.lr=0.003" not in out
+    assert "chosen train" not in out and "listops/softmax: not chosen: 1 of 2 cells" in out
     assert "listops/softmax [train.lr=3e-3] seed 0 (conflict: result other_data.json" in out
+    assert not (res / "selections").exists()
 
     nan = result_record(other.to_dict(), val=math.nan, fingerprint=_now(other))
     _write(res, "other_data", nan)  # now on this data, but its validation accuracy is NaN
     assert sweep.main(_grid_args(tmp_path, "--select")) == 1
     out, err = capsys.readouterr()
-    assert "chosen train.lr=0.001" in out
+    assert "chosen train" not in out and "[train.lr=3e-3] seed 0 (run" in out
+    assert not (res / "selections").exists()
     assert any("other_data.json: metrics.best_val_accuracy: expected a finite number" in ln
                for ln in _stderr_skips(err))
 
