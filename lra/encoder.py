@@ -5,12 +5,17 @@
          the normalised pixel value  (+ a CLS token in front when pooling == "cls")
       -> + positional encoding (sinusoidal, or learned N(0, 0.02))
       -> N blocks around the attention family (the sequence mixer):
-           channel_mixer "mlp" (LRA):  x + Attn(N(x), mask);  x + MLP(N(x))   (MLP: Dense -> GELU -> Dense)
+           channel_mixer "mlp" (LRA):  x + Attn(N(x), mask);  x + MLP(N(x))   (MLP: Dense -> GELU or
+                                       SiLU -> Dense)
            channel_mixer "glu" (S5):   x + GLU(Attn(N(x), mask)),  GLU(y) = g * sigmoid(W g), g = GELU(y)
          pre-norm as written; post-norm (``prenorm=False``): x = N(x + f(x)) instead
-      -> a final norm (pre-norm only)
+      -> a final norm (pre-norm only; ``final_norm=False``: none, as S5 and minimal-LRU)
       -> pooling: the CLS position, or the mean over real tokens
       -> float[B, D]
+
+Dropout (``model.dropout``) follows the input embedding (unless ``input_dropout=False``), the
+mixer's GELU in the GLU, the MLP's activation, and each residual branch; ``dropout_form="tied"``
+draws its mask once per (example, channel) for every position (``dropout`` below).
 
 The norm N is LayerNorm per token, or (``norm="batch"``, the modern recipes) BatchNorm whose
 statistics are taken over the REAL tokens of the batch only: padding never enters them (nor the
