@@ -7,10 +7,17 @@ schedule and the full budget (``paper`` scale). Sources: the papers and reposito
 train examples // batch (the trainer drops no example: it draws epoch permutations).
 
 What this suite cannot express, and what runs instead (S5's ``half_glu2``, ``dt_global`` and
-``opt_config``; S4D-LegS; LRU's one-directional runs and untabulated base lr; Mega's ScaleNorm,
-linear decay and EMA truncation; the encoder's positions), is stated per value, with the source of
-every value, in configs/_sources.py (docs/families-and-protocols.md "Where each recipe value comes
-from" shows it as tables).
+``opt_config``; S4D-LegS; S4's second element-wise dropout inside ``FFTConv``; LRU's
+one-directional runs and untabulated base lr; Mega's ScaleNorm, linear decay, EMA truncation and
+classifier (dropout, no last bias, [u, v] on Retrieval); HGRN2's bf16, ``use_series`` and
+unpublished decoder; the encoder's positions), is stated per value, with the source of every
+value, in configs/_sources.py (docs/families-and-protocols.md "Where each recipe value comes from"
+shows it as tables).
+
+Around the mixer the recipes set what each source does (``model.dropout_form``,
+``model.input_dropout``, ``model.final_norm``, ``model.head``, ``model.head_activation``,
+``model.mlp_activation``, ``model.bn_momentum``, ``attn.n_ssm``); a family without an LRA recipe
+(``no_lra_recipe``) inherits S5's.
 """
 
 from __future__ import annotations
@@ -27,16 +34,25 @@ def _budget(train_examples: int, batch: int, epochs: int, warmup_epochs: float) 
             "train.checkpoint_every": per_epoch}
 
 
+# Around the mixer, S5@3c18fdb: dropout tied across the sequence (s5/layers.py lines 49-53,
+# broadcast_dims=[0] on one example's [L, H]), no input dropout (s5/seq_model.py lines 39, 64-67: a
+# Dense encoder, then the layers), no final norm (the same lines), a linear decoder (line 143), and
+# for Retrieval Dense(d) -> GELU -> Dense (RetrievalDecoder, lines 188-219).
+_S5_ENCODER = {"model.dropout_form": "tied", "model.input_dropout": False,
+               "model.final_norm": False, "model.head": "linear", "model.head_activation": "gelu"}
+
+
 def s5(*, layers: int, d: int, p: int, j: int, c_init: str, clip_eigs: bool, dt_min: float,
        bn_momentum: float, dropout: float, ssm_lr: float, lr_factor: float, weight_decay: float,
        warmup_epochs: int, epochs: int, batch: int, train_examples: int) -> dict:
     """S5@3c18fdb bin/run_experiments/run_lra_<task>.sh (table 1.1); defaults of run_train.py
-    (prenorm, BatchNorm, conj_sym, ZOH, cosine annealing, AdamW)."""
+    (prenorm, BatchNorm, conj_sym, ZOH, cosine annealing, AdamW); the encoder around the mixer as
+    ``_S5_ENCODER`` says."""
     return {
         "model.num_layers": layers, "model.emb_dim": d, "model.qkv_dim": d, "model.mlp_dim": d,
         "model.num_heads": 1, "model.norm": "batch", "model.prenorm": True,
         "model.channel_mixer": "glu", "model.bn_momentum": bn_momentum, "model.dropout": dropout,
-        "model.attention_dropout": 0.0,
+        "model.attention_dropout": 0.0, **_S5_ENCODER,
         "attn.state_size": p, "attn.blocks": j, "attn.c_init": c_init, "attn.clip_eigs": clip_eigs,
         "attn.dt_min": dt_min, "attn.dt_max": 0.1, "attn.conj_sym": True,
         "attn.discretization": "zoh",
@@ -47,17 +63,25 @@ def s5(*, layers: int, d: int, p: int, j: int, c_init: str, clip_eigs: bool, dt_
     }
 
 
-def s4d(*, d: int, n: int, prenorm: bool, dropout: float, dt_min: float, lr: float,
+def s4d(*, d: int, n: int, n_ssm: int | None = None, prenorm: bool, dropout: float, dt_min: float, lr: float,
         weight_decay: float, batch: int, steps: int, warmup: int, epochs: int) -> dict:
     """S4@e757cef configs/experiment/lra/s4-<task>.yaml with ``model.layer.mode=diag`` (table 2.4):
     6 layers, BatchNorm, bidirectional, mean pooling, AdamW (0.9, 0.999), cosine with warm-up,
-    kernel parameters at lr 1e-3 without weight decay."""
+    kernel parameters at lr 1e-3 without weight decay. ``n_ssm``: the config's ``n_ssm`` (1: one A
+    for every channel; None, the S4 default for Pathfinder and Path-X: one per channel). Around the
+    mixer: dropout tied across the sequence (configs/model/s4.yaml line 6, ``tie_dropout: true``),
+    no input dropout (src/models/sequence/backbones/model.py lines 53, 63: ``dropinp`` 0), a final
+    norm under pre-norm only (the same file, lines 102-110), the pooled linear decoder
+    (src/tasks/decoders.py ``SequenceDecoder``, line 43) and for Retrieval Dense(d) -> GELU -> Dense
+    (configs/pipeline/aan.yaml, decoders.py ``RetrievalHead``, lines 178-205)."""
     return {
         "model.num_layers": 6, "model.emb_dim": d, "model.qkv_dim": d, "model.mlp_dim": d,
         "model.num_heads": 1, "model.norm": "batch", "model.prenorm": prenorm,
         "model.channel_mixer": "glu", "model.dropout": dropout, "model.attention_dropout": 0.0,
+        "model.dropout_form": "tied", "model.input_dropout": False, "model.head": "linear",
+        "model.head_activation": "gelu",
         "attn.state_size": n, "attn.init": "inv", "attn.dt_min": dt_min, "attn.dt_max": 0.1,
-        "attn.discretization": "zoh",
+        "attn.discretization": "zoh", **({} if n_ssm is None else {"attn.n_ssm": n_ssm}),
         "train.lr": lr, "train.ssm_lr": 1e-3, "train.weight_decay": weight_decay,
         "train.schedule": "cosine", "train.b1": 0.9, "train.b2": 0.999, "train.eps": 1e-8,
         "train.grad_clip": 0.0, "train.batch_size": batch, "train.num_steps": steps,
@@ -72,12 +96,17 @@ LRU_BASE_LR = 1e-3  # mLRU@bbd71b1 run_train.py lr_base (the paper's tuned base 
 def lru(*, d: int, n: int, steps: int, batch: int, lr_factor: float, weight_decay: float,
         dropout: float, r_min: float, r_max: float, max_phase: float, train_examples: int) -> dict:
     """P-LRU App. D, Tables 8-9 (table 3.2): 6 blocks, BatchNorm, pre-norm, GLU, AdamW, warm-up over
-    the first 10% then cosine; Lambda, B, gamma at lr = base x factor, no weight decay."""
+    the first 10% then cosine; Lambda, B, gamma at lr = base x factor, no weight decay. Around the
+    mixer, mLRU@bbd71b1 lru/model.py: dropout tied across the sequence (line 119,
+    ``broadcast_dims=[0]``), no input dropout and no final norm (lines 147, 160-163: a Dense
+    encoder, then the layers), one Dense decoder (line 191), flax BatchNorm's default momentum 0.99 (lines
+    116-118). mLRU has no two-tower model: Retrieval decodes as S5's (Dense(d) -> GELU -> Dense)."""
     per_epoch = train_examples // batch
     return {
         "model.num_layers": 6, "model.emb_dim": d, "model.qkv_dim": d, "model.mlp_dim": d,
         "model.num_heads": 1, "model.norm": "batch", "model.prenorm": True,
         "model.channel_mixer": "glu", "model.dropout": dropout, "model.attention_dropout": 0.0,
+        "model.bn_momentum": 0.99, **_S5_ENCODER,
         "attn.state_size": n, "attn.r_min": r_min, "attn.r_max": r_max, "attn.max_phase": max_phase,
         "train.lr": LRU_BASE_LR, "train.ssm_lr": LRU_BASE_LR * lr_factor,
         "train.weight_decay": weight_decay, "train.schedule": "cosine", "train.b1": 0.9,
@@ -92,11 +121,17 @@ def mega(*, layers: int, d: int, hidden: int, z: int, attn_fn: str, norm: str, p
          warmup: int, epochs: int) -> dict:
     """MEGA@aeaa4b4 examples/mega/README.lra.md and fairseq/models/lra/model.py (table 4.4): EMA
     ndim 16, full attention (Mega, not Mega-chunk), FFN dim = hidden, Adam (0.9, 0.98) eps 1e-8 with
-    decoupled weight decay on every parameter (one group), gradient clipping at 1.0."""
+    decoupled weight decay on every parameter (one group), gradient clipping at 1.0. The FFN's
+    activation is SiLU (``activation_fn`` of every ``mega_lra_*`` architecture, e.g. model.py line
+    414) and the classifier one hidden layer of the FFN width with GELU (``classifier_layers`` 1,
+    ``classifier_out_dim`` = hidden, ``classifier_activation_fn`` gelu, lines 53-66, 379, 416-417).
+    Mega's classifier drops out its hidden layer and has no bias on the last one; on Retrieval it
+    reads [u, v] where this suite's two-tower head reads [u, v, u*v, u-v] (tasks/_heads.py)."""
     return {
         "model.num_layers": layers, "model.emb_dim": d, "model.qkv_dim": d, "model.mlp_dim": hidden,
         "model.num_heads": 1, "model.norm": norm, "model.prenorm": prenorm,
         "model.channel_mixer": "mlp", "model.dropout": dropout, "model.attention_dropout": 0.0,
+        "model.mlp_activation": "silu", "model.head": "mlp", "model.head_activation": "gelu",
         "attn.ndim": 16, "attn.z_dim": z, "attn.hidden_dim": hidden, "attn.attn_fn": attn_fn,
         "attn.chunk_size": 0,
         "train.lr": lr, "train.ssm_lr": 0.0, "train.weight_decay": weight_decay,
@@ -142,5 +177,7 @@ def hgrn2(*, layers: int, d: int, expand_ratio: int, expand_ratio_glu: int, norm
 def no_lra_recipe(s5_recipe: dict) -> dict:
     """A family without a published LRA recipe (``NO_LRA_RECIPE``) runs the task's S5 recipe (model
     size, BatchNorm, GLU, optimiser with ``ssm_lr`` for the state-space core, budget), without S5's
-    own options (``attn.*``) and its single head (the task's LRA head count is kept)."""
+    own options (``attn.*``) and its single head (the task's LRA head count is kept). The encoder
+    around the mixer is part of that recipe and stays S5's (tied dropout, no input dropout, no
+    final norm, S5's decoders): only S5's mixer is swapped out."""
     return {k: v for k, v in s5_recipe.items() if not k.startswith("attn.") and k != "model.num_heads"}

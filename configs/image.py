@@ -109,7 +109,7 @@ MODERN: dict[str, dict] = {
         warmup_epochs=1, epochs=250, batch=50,
         train_examples=TRAIN_EXAMPLES),
     # S4@e757cef configs/experiment/lra/s4-cifar.yaml, model.layer.mode=diag
-    "s4d": _recipes.s4d(d=512, n=64, prenorm=False, dropout=0.1, dt_min=1e-3, lr=0.01,
+    "s4d": _recipes.s4d(d=512, n=64, n_ssm=1, prenorm=False, dropout=0.1, dt_min=1e-3, lr=0.01,
         weight_decay=0.05, batch=50, steps=180_000, warmup=18_000, epochs=200),
     # P-LRU App. D, Tables 8-9 (image row)
     "lru": _recipes.lru(d=512, n=384, steps=180_000, batch=50, lr_factor=0.25, weight_decay=0.05,

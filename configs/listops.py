@@ -68,7 +68,7 @@ MODERN: dict[str, dict] = {
         warmup_epochs=1, epochs=40, batch=50,
         train_examples=TRAIN_EXAMPLES),
     # S4@e757cef configs/experiment/lra/s4-listops.yaml, model.layer.mode=diag
-    "s4d": _recipes.s4d(d=256, n=4, prenorm=False, dropout=0.0, dt_min=1e-3, lr=0.01,
+    "s4d": _recipes.s4d(d=256, n=4, n_ssm=1, prenorm=False, dropout=0.0, dt_min=1e-3, lr=0.01,
         weight_decay=0.05, batch=32, steps=120_000, warmup=12_000, epochs=40),
     # P-LRU App. D, Tables 8-9 (listops row)
     "lru": _recipes.lru(d=128, n=256, steps=80_000, batch=32, lr_factor=0.5, weight_decay=0.05,

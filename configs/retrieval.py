@@ -67,7 +67,7 @@ MODERN: dict[str, dict] = {
         weight_decay=0.05, warmup_epochs=1, epochs=20, batch=32,
         train_examples=TRAIN_EXAMPLES),
     # S4@e757cef configs/experiment/lra/s4-aan.yaml, model.layer.mode=diag
-    "s4d": _recipes.s4d(d=256, n=4, prenorm=True, dropout=0.0, dt_min=1e-3, lr=0.01,
+    "s4d": _recipes.s4d(d=256, n=4, n_ssm=1, prenorm=True, dropout=0.0, dt_min=1e-3, lr=0.01,
         weight_decay=0.05, batch=64, steps=50_000, warmup=5_000, epochs=20),
     # P-LRU App. D, Tables 8-9 (retrieval row)
     "lru": _recipes.lru(d=128, n=256, steps=100_000, batch=64, lr_factor=0.5, weight_decay=0.05,

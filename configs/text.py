@@ -71,7 +71,7 @@ MODERN: dict[str, dict] = {
         warmup_epochs=0, epochs=35, batch=50,
         train_examples=TRAIN_EXAMPLES),
     # S4@e757cef configs/experiment/lra/s4-imdb.yaml, model.layer.mode=diag
-    "s4d": _recipes.s4d(d=256, n=4, prenorm=True, dropout=0.0, dt_min=1e-3, lr=0.01,
+    "s4d": _recipes.s4d(d=256, n=4, n_ssm=1, prenorm=True, dropout=0.0, dt_min=1e-3, lr=0.01,
         weight_decay=0.05, batch=16, steps=50_000, warmup=5_000, epochs=32),
     # P-LRU App. D, Tables 8-9 (text row)
     "lru": _recipes.lru(d=256, n=192, steps=50_000, batch=32, lr_factor=0.1, weight_decay=0.05,

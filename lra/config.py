@@ -94,6 +94,20 @@ class ModelConfig:
     bn_momentum: float = option(0.9, low=0, high=1, high_open=True)  # running statistics of norm="batch"
     # "embed" (token ids) | "linear" (normalised pixel values)
     input_encoder: str = option("embed", choices=("embed", "linear"))
+    # The recipe around the mixer (docs/families-and-protocols.md "Encoder options (the modern recipes)"):
+    # "elementwise": every dropout draws one mask entry per element (LRA); "tied": one draw per
+    # (example, channel), the same at every position (S5, S4, minimal-LRU)
+    dropout_form: str = option("elementwise", choices=("elementwise", "tied"))
+    input_dropout: bool = option(True)  # drop the input embedding at model.dropout (LRA; S4, S5: no)
+    final_norm: bool = option(True)  # the norm after the last block, pre-norm only (S5, LRU: none)
+    mlp_activation: str = option("gelu", choices=("gelu", "silu"))  # channel_mixer="mlp" (Mega: silu)
+    # "lecun": lecun-normal kernels, zero biases (flax's default) | "lra": LRA's MlpBlock,
+    # xavier-uniform kernels and N(0, 1e-6) biases
+    mlp_init: str = option("lecun", choices=("lecun", "lra"))
+    # the task's head (tasks/_heads.py): "lra" (LRA's MLP heads) | "linear" (the state-space codes'
+    # decoders) | "mlp" (one hidden layer of mlp_dim, Mega's classifier)
+    head: str = option("lra", choices=("lra", "linear", "mlp"))
+    head_activation: str = option("relu", choices=("relu", "gelu"))
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ Contract (see ``Task`` below for the exact signatures)::
     task.prepare()       # make sure the data is there (generate it, or explain how to get it)
     src = task.source("train")                                    # "train" | "val" | "test"
     len(src); src[i] -> {"inputs": int32[L], "mask": bool[L], "targets": int32[]}
-    task.head(features_dim, mlp_dim, rngs=...)  # nnx.Module: pooled encodings -> logits
+    task.head(features_dim, mlp_dim, rngs=..., **options)  # nnx.Module: pooled encodings -> logits
     task.provenance()    # Provenance: the folder read, official or generated, examples wanted
 
 ``mask`` is True at real tokens and comes from true lengths, never from ``token > 0``.
@@ -165,8 +165,10 @@ class Task:
         """Random-access examples of ``split`` ("train", "val" or "test")."""
         raise NotImplementedError
 
-    def head(self, features_dim: int, mlp_dim: int, *, rngs):
-        """The classifier: one pooled encoding per entry of ``inputs`` -> float[B, num_classes]."""
+    def head(self, features_dim: int, mlp_dim: int, *, rngs, **options):
+        """The classifier: one pooled encoding per entry of ``inputs`` -> float[B, num_classes].
+        ``options``: the model's head keys (``form``, ``activation``: tasks/_heads.py), passed on
+        to the head unchanged."""
         raise NotImplementedError
 
     def provenance(self) -> Provenance:

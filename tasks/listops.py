@@ -273,10 +273,10 @@ class ListOpsTask(Task):
             self._sources[split] = read_split(path, self.max_len)
         return self._sources[split]
 
-    def head(self, features_dim: int, mlp_dim: int, *, rngs):
+    def head(self, features_dim: int, mlp_dim: int, *, rngs, **options):
         from tasks._heads import ClassifierHead  # imports JAX; keep this module light for workers
 
-        return ClassifierHead(features_dim, mlp_dim, self.num_classes, rngs=rngs)
+        return ClassifierHead(features_dim, mlp_dim, self.num_classes, rngs=rngs, **options)
 
 
 def _defaults() -> dict[str, Any]:

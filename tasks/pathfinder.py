@@ -217,10 +217,10 @@ class _PathfinderTask(Task):
             self._splits = self._load()
         return self._splits[split]
 
-    def head(self, features_dim: int, mlp_dim: int, *, rngs):
+    def head(self, features_dim: int, mlp_dim: int, *, rngs, **options):
         from tasks._heads import ClassifierHead  # imports JAX; keep this module light for workers
 
-        return ClassifierHead(features_dim, mlp_dim, self.num_classes, rngs=rngs)
+        return ClassifierHead(features_dim, mlp_dim, self.num_classes, rngs=rngs, **options)
 
 
 @register("pathfinder")

@@ -216,7 +216,7 @@ class RetrievalTask(Task):
             raise ValueError(f"unknown split {split!r}; expected one of {', '.join(FILES)}")
         return self._read(split, progress=False).subset(self.sizes[split])
 
-    def head(self, features_dim: int, mlp_dim: int, *, rngs):
+    def head(self, features_dim: int, mlp_dim: int, *, rngs, **options):
         from tasks._heads import DualHead
 
-        return DualHead(features_dim, mlp_dim, self.num_classes, rngs=rngs)
+        return DualHead(features_dim, mlp_dim, self.num_classes, rngs=rngs, **options)
