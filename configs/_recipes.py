@@ -16,8 +16,16 @@ What this suite cannot express, and uses instead (docs/families-and-protocols.md
   S4D-Inv (attention/s4d.py): the recipe uses S4D-Inv.
 * LRU is bidirectional everywhere (the paper: only on Pathfinder and Path-X); LRU's base learning
   rate is not tabulated in the paper: mLRU's default 1e-3 (ssm lr = factor x base).
-* Mega: ScaleNorm runs as LayerNorm; the linear-decay schedule runs as cosine (same warm-up and
-  peak); the EMA is not truncated (Mega truncates its kernel at 1024 on most tasks).
+* Mega: ScaleNorm runs as LayerNorm; the EMA is not truncated (Mega truncates its kernel at 1024
+  on most tasks).
+* Every warm-up starts from 0 (LRU's paper and Mega's scripts start it at 1e-7). The schedules
+  count steps from 1 where S4 (transformers) and fairseq count from 0 and S5 sets each step's rate
+  after it: up to one or two steps apart.
+* S4D on Image, Pathfinder and Path-X: S4's scalar ``layer.lr: 0.001`` applies to every
+  parameter the kernel registers, C included (src/models/sequence/kernels/kernel.py lines 83-84,
+  ssm.py line 531), so C trains at 1e-3 with weight decay there; here C is in the default group
+  (the task's lr). HGRN2's harness (S4's trainer) has weight decay 0, so S4's decay exclusions
+  change nothing there and are not set.
 * Every encoder adds positions (sinusoidal or learned); the recipes add none.
 """
 
@@ -39,7 +47,11 @@ def s5(*, layers: int, d: int, p: int, j: int, c_init: str, clip_eigs: bool, dt_
        bn_momentum: float, dropout: float, ssm_lr: float, lr_factor: float, weight_decay: float,
        warmup_epochs: int, epochs: int, batch: int, train_examples: int) -> dict:
     """S5@3c18fdb bin/run_experiments/run_lra_<task>.sh (table 1.1); defaults of run_train.py
-    (prenorm, BatchNorm, conj_sym, ZOH, cosine annealing, AdamW)."""
+    (prenorm, BatchNorm, conj_sym, ZOH, cosine annealing to ``lr_min`` 0 as S5's loop computes it:
+    ``cosine_s5``, lra/optim.py; AdamW). S5's norm parameters train with its regular group (AdamW
+    at lr, with weight decay), as here: its ``ssm`` label list names ``norm``, but
+    ``map_nested_fn`` (s5/train_helpers.py lines 68-80) labels the leaves ``scale`` and ``bias``,
+    never the ``norm`` module, so that entry matches nothing (s5/train_helpers.py 146-151)."""
     return {
         "model.num_layers": layers, "model.emb_dim": d, "model.qkv_dim": d, "model.mlp_dim": d,
         "model.num_heads": 1, "model.norm": "batch", "model.prenorm": True,
@@ -49,17 +61,24 @@ def s5(*, layers: int, d: int, p: int, j: int, c_init: str, clip_eigs: bool, dt_
         "attn.dt_min": dt_min, "attn.dt_max": 0.1, "attn.conj_sym": True,
         "attn.discretization": "zoh",
         "train.lr": lr_factor * ssm_lr, "train.ssm_lr": ssm_lr, "train.weight_decay": weight_decay,
-        "train.schedule": "cosine", "train.b1": 0.9, "train.b2": 0.999, "train.eps": 1e-8,
-        "train.grad_clip": 0.0,
+        "train.schedule": "cosine_s5", "train.lr_min": 0.0, "train.b1": 0.9, "train.b2": 0.999,
+        "train.eps": 1e-8, "train.grad_clip": 0.0,
         **_budget(train_examples, batch, epochs, warmup_epochs),
     }
 
 
 def s4d(*, d: int, n: int, prenorm: bool, dropout: float, dt_min: float, lr: float,
-        weight_decay: float, batch: int, steps: int, warmup: int, epochs: int) -> dict:
+        weight_decay: float, batch: int, steps: int, warmup: int, epochs: int,
+        dt_group: str = "ssm", schedule_steps: int | None = None) -> dict:
     """S4@e757cef configs/experiment/lra/s4-<task>.yaml with ``model.layer.mode=diag`` (table 2.4):
-    6 layers, BatchNorm, bidirectional, mean pooling, AdamW (0.9, 0.999), cosine with warm-up,
-    kernel parameters at lr 1e-3 without weight decay."""
+    6 layers, BatchNorm, bidirectional, mean pooling, AdamW (0.9, 0.999), kernel parameters at lr
+    1e-3 without weight decay, no weight decay on the backbone's biases and norm parameters
+    (configs/config.yaml lines 42-44: ``decay_exclude="bias_norm"``, lra/optim.py), the
+    transformers cosine with warm-up (configs/scheduler/cosine_warmup.yaml) to 0 at
+    ``scheduler.num_training_steps`` (``schedule_steps``; default ``steps``). ``steps`` is the run:
+    S4 stops at ``trainer.max_epochs`` when that comes first (Retrieval). ``dt_group="no_decay"``
+    where the config sets ``lr.dt: null`` (log dt at the global lr, weight decay 0:
+    src/models/sequence/kernels/kernel.py lines 83-86 and 111-122)."""
     return {
         "model.num_layers": 6, "model.emb_dim": d, "model.qkv_dim": d, "model.mlp_dim": d,
         "model.num_heads": 1, "model.norm": "batch", "model.prenorm": prenorm,
@@ -67,7 +86,10 @@ def s4d(*, d: int, n: int, prenorm: bool, dropout: float, dt_min: float, lr: flo
         "attn.state_size": n, "attn.init": "inv", "attn.dt_min": dt_min, "attn.dt_max": 0.1,
         "attn.discretization": "zoh",
         "train.lr": lr, "train.ssm_lr": 1e-3, "train.weight_decay": weight_decay,
-        "train.schedule": "cosine", "train.b1": 0.9, "train.b2": 0.999, "train.eps": 1e-8,
+        "train.dt_group": dt_group, "train.decay_exclude": "bias_norm",
+        "train.schedule": "cosine_to_min", "train.lr_min": 0.0,
+        "train.schedule_horizon": (schedule_steps or steps) / steps,
+        "train.b1": 0.9, "train.b2": 0.999, "train.eps": 1e-8,
         "train.grad_clip": 0.0, "train.batch_size": batch, "train.num_steps": steps,
         "train.warmup_steps": warmup, "train.eval_every": steps // epochs,
         "train.checkpoint_every": steps // epochs,
@@ -75,12 +97,14 @@ def s4d(*, d: int, n: int, prenorm: bool, dropout: float, dt_min: float, lr: flo
 
 
 LRU_BASE_LR = 1e-3  # mLRU@bbd71b1 run_train.py lr_base (the paper's tuned base lr is not tabulated)
+LRU_LR_MIN = 1e-7  # P-LRU App. D: cosine annealing to 1e-7 (mLRU@bbd71b1 run_train.py line 70 too)
 
 
 def lru(*, d: int, n: int, steps: int, batch: int, lr_factor: float, weight_decay: float,
         dropout: float, r_min: float, r_max: float, max_phase: float, train_examples: int) -> dict:
     """P-LRU App. D, Tables 8-9 (table 3.2): 6 blocks, BatchNorm, pre-norm, GLU, AdamW, warm-up over
-    the first 10% then cosine; Lambda, B, gamma at lr = base x factor, no weight decay."""
+    the first 10% then cosine to 1e-7 at the end of the run (``cosine_to_min``, ``lr_min`` 1e-7);
+    Lambda, B, gamma at lr = base x factor, no weight decay."""
     per_epoch = train_examples // batch
     return {
         "model.num_layers": 6, "model.emb_dim": d, "model.qkv_dim": d, "model.mlp_dim": d,
@@ -88,7 +112,8 @@ def lru(*, d: int, n: int, steps: int, batch: int, lr_factor: float, weight_deca
         "model.channel_mixer": "glu", "model.dropout": dropout, "model.attention_dropout": 0.0,
         "attn.state_size": n, "attn.r_min": r_min, "attn.r_max": r_max, "attn.max_phase": max_phase,
         "train.lr": LRU_BASE_LR, "train.ssm_lr": LRU_BASE_LR * lr_factor,
-        "train.weight_decay": weight_decay, "train.schedule": "cosine", "train.b1": 0.9,
+        "train.weight_decay": weight_decay, "train.schedule": "cosine_to_min",
+        "train.lr_min": LRU_LR_MIN, "train.b1": 0.9,
         "train.b2": 0.999, "train.eps": 1e-8, "train.grad_clip": 0.0, "train.batch_size": batch,
         "train.num_steps": steps, "train.warmup_steps": steps // 10,
         "train.eval_every": per_epoch, "train.checkpoint_every": per_epoch,
@@ -97,10 +122,12 @@ def lru(*, d: int, n: int, steps: int, batch: int, lr_factor: float, weight_deca
 
 def mega(*, layers: int, d: int, hidden: int, z: int, attn_fn: str, norm: str, prenorm: bool,
          lr: float, weight_decay: float, dropout: float, batch: int, update_freq: int, steps: int,
-         warmup: int, epochs: int) -> dict:
+         warmup: int, epochs: int, warmup_power: int = 1) -> dict:
     """MEGA@aeaa4b4 examples/mega/README.lra.md and fairseq/models/lra/model.py (table 4.4): EMA
     ndim 16, full attention (Mega, not Mega-chunk), FFN dim = hidden, Adam (0.9, 0.98) eps 1e-8 with
-    decoupled weight decay on every parameter (one group), gradient clipping at 1.0."""
+    decoupled weight decay on every parameter (one group), gradient clipping at 1.0, fairseq's
+    ``linear_decay`` to ``--end-learning-rate 0`` at ``--total-num-update`` (= the run's steps),
+    warm-up to the power ``--warmup-power`` (2 on Path-X)."""
     return {
         "model.num_layers": layers, "model.emb_dim": d, "model.qkv_dim": d, "model.mlp_dim": hidden,
         "model.num_heads": 1, "model.norm": norm, "model.prenorm": prenorm,
@@ -108,7 +135,8 @@ def mega(*, layers: int, d: int, hidden: int, z: int, attn_fn: str, norm: str, p
         "attn.ndim": 16, "attn.z_dim": z, "attn.hidden_dim": hidden, "attn.attn_fn": attn_fn,
         "attn.chunk_size": 0,
         "train.lr": lr, "train.ssm_lr": 0.0, "train.weight_decay": weight_decay,
-        "train.schedule": "cosine", "train.b1": 0.9, "train.b2": 0.98, "train.eps": 1e-8,
+        "train.schedule": "linear_decay", "train.lr_min": 0.0, "train.warmup_power": warmup_power,
+        "train.b1": 0.9, "train.b2": 0.98, "train.eps": 1e-8,
         "train.grad_clip": 1.0, "train.batch_size": batch * update_freq,
         "train.grad_accum": update_freq, "train.num_steps": steps, "train.warmup_steps": warmup,
         "train.eval_every": steps // epochs, "train.checkpoint_every": steps // epochs,
@@ -122,7 +150,7 @@ NO_LRA_RECIPE = ("mamba", "mamba2", "retnet", "gated_deltanet", "mlstm")
 
 def hgrn2(*, layers: int, d: int, expand_ratio: int, expand_ratio_glu: int, norm: str, lr: float,
           weight_decay: float, dropout: float, warmup: int, batch: int, grad_clip: float,
-          epochs: int, train_examples: int) -> dict:
+          epochs: int, schedule_steps: int, train_examples: int) -> dict:
     """OpenNLPLab/HGRN2@b154c39 run_lra.py (per-task dictionaries) and script_lra_*.sh: the S4-style
     harness with pre-norm, mean pooling over true lengths ("decoder.mode=pool"), AdamW with a cosine
     schedule after ``warmup`` steps, bf16, seed 2222, the layer-wise lower bound on. HGRN2's state
@@ -133,16 +161,22 @@ def hgrn2(*, layers: int, d: int, expand_ratio: int, expand_ratio_glu: int, norm
     ``--set attn.variant=hgrn2`` on top (attention/gla.py: with one fixed lower bound, not a learned
     layer-wise one). Image, Pathfinder and Path-X ran a 2-D four-direction scan (``hgrn2_2d``);
     here they run the 1-D bidirectional form. Budget: ``epochs`` (trainer.max_epochs) of
-    train_examples // batch steps; the harness's separate scheduler horizon
-    (scheduler.num_training_steps) is not modelled: the cosine ends with the run."""
+    train_examples // batch steps; the cosine (with warm-up, to 0) is scheduled over the harness's
+    own horizon ``schedule_steps`` (scheduler.num_training_steps, run_lra.py lines 98-105), which
+    is not the run's length: the run ends part-way down the cosine (ListOps at 18% of the peak,
+    Pathfinder at 93%) or, on Image, past the horizon where the cosine rises again (4.5%), as in
+    the harness. The scheduler's type is set by the harness's experiment config, which HGRN2's
+    repository does not hold; the S4 repository's ``cosine_warmup`` is assumed, as the
+    ``scheduler.num_warmup_steps`` / ``num_training_steps`` keys it sets suggest."""
     return {
         "model.num_layers": layers, "model.emb_dim": d, "model.qkv_dim": d,
         "model.mlp_dim": expand_ratio_glu * d, "model.num_heads": d // expand_ratio,
         "model.norm": norm, "model.prenorm": True, "model.channel_mixer": "mlp",
         "model.dropout": dropout, "model.attention_dropout": 0.0, "attn.expand_k": 1.0,
         "train.lr": lr, "train.ssm_lr": 0.0, "train.weight_decay": weight_decay,
-        "train.schedule": "cosine", "train.b1": 0.9, "train.b2": 0.999, "train.eps": 1e-8,
-        "train.grad_clip": grad_clip,
+        "train.schedule": "cosine_to_min", "train.lr_min": 0.0,
+        "train.schedule_horizon": schedule_steps / (epochs * (train_examples // batch)),
+        "train.b1": 0.9, "train.b2": 0.999, "train.eps": 1e-8, "train.grad_clip": grad_clip,
         **_budget(train_examples, batch, epochs, 0), "train.warmup_steps": warmup,
     }
 
