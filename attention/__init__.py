@@ -50,7 +50,8 @@ A family is one ``flax.nnx.Module`` class in its own file in this package, regis
                                   whole input through windowed or block patterns
   ``ssm_param(value)``   helper   (attention/_ssm.py) wraps a state-space parameter as an
                                   ``nnx.Param`` tagged for its own optimiser group (``train.ssm_lr``:
-                                  Adam at that rate, no weight decay; lra/optim.py)
+                                  Adam at that rate, no weight decay; lra/optim.py);
+                                  ``step_size=True`` marks the log step (``train.dt_group``)
   ``length_options``     optional the options that are lengths in positions (``("block_size",)``):
                                   tests/attention/test_comparability.py scales them with the
                                   sequence, so a shortened model keeps the paper config's structure

@@ -177,7 +177,7 @@ class Mega(nnx.Module):
     subquadratic = False  # the default is full attention; chunk_size > 0 is linear (see docstring)
     length_options = ("chunk_size",)
     modern_row = "Mega"
-    modern_departure = ("ScaleNorm runs as LayerNorm, linear decay as cosine, the EMA is not truncated; "
+    modern_departure = ("ScaleNorm runs as LayerNorm, the EMA is not truncated; "
                         "the encoder adds positions")
     parameter_note = ("a multi-dimensional damped EMA plus gated single-head attention with its own "
                       "gate and value projections")

@@ -117,9 +117,8 @@ class S4D(nnx.Module):
     paper = "Gu et al., NeurIPS 2022"
     complexity = "O(L N d + L log L d)"
     subquadratic = True
-    modern_row = "S4D-LegS"
-    modern_departure = ("S4D-Inv initialisation (the row: S4D-LegS); the S4 block's GLU runs as a "
-                        "half-GLU; the encoder adds positions")
+    modern_row = "S4D-Inv"  # the printed row of the initialisation the recipe trains (attn.init)
+    modern_departure = ("the S4 block's GLU runs as a half-GLU; the encoder adds positions")
     attention_dropout = False  # a convolution with an SSM kernel has no attention weights to drop
     parameter_note = ("a diagonal state space per channel (complex A, B, C, a step size and D) and an "
                       "output mixing layer replace the q, k, v and output projections")
@@ -149,7 +148,7 @@ class S4D(nnx.Module):
         self.A_imag = ssm_param(jnp.broadcast_to(s4d_imag_init(init, state_size)[None],
                                                  (copies, modes)))
         self.log_dt = ssm_param(jax.random.uniform(
-            rngs.params(), (dim,), jnp.float32, math.log(dt_min), math.log(dt_max)))
+            rngs.params(), (dim,), jnp.float32, math.log(dt_min), math.log(dt_max)), step_size=True)
         kernels = 1 if causal else 2
         # complex normal with unit variance: real and imaginary parts each N(0, 1/2)
         self.C = nnx.Param(jax.random.normal(rngs.params(), (kernels, dim, modes, 2)) * math.sqrt(0.5))

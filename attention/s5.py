@@ -182,7 +182,7 @@ class S5(nnx.Module):
             self.C = nnx.Param(_stack(jnp.concatenate(parts, axis=1)))
         self.D = nnx.Param(jax.random.normal(rngs.params(), (dim,)))
         self.log_step = ssm_param(jax.random.uniform(
-            rngs.params(), (kept,), jnp.float32, math.log(dt_min), math.log(dt_max)))
+            rngs.params(), (kept,), jnp.float32, math.log(dt_min), math.log(dt_max)), step_size=True)
 
     def discrete(self) -> tuple[jax.Array, jax.Array]:
         """(Lbar complex64[P'], Bbar complex64[P', D]) of the current parameters."""
