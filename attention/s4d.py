@@ -108,6 +108,8 @@ class S4D(nnx.Module):
     paper = "Gu et al., NeurIPS 2022"
     complexity = "O(L N d + L log L d)"
     subquadratic = True
+    recurrent_state = "dim * state_size"
+    """N/2 complex modes per channel (their conjugates are implied): D N real numbers."""
     modern_row = "S4D-LegS"
     modern_departure = ("S4D-Inv initialisation (the row: S4D-LegS); the S4 block's GLU runs as a "
                         "half-GLU; the encoder adds positions")
