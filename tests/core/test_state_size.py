@@ -27,8 +27,8 @@ CONFIG = {"model": {"emb_dim": 64, "num_heads": 4, "qkv_dim": 64, "num_layers": 
 def test_every_family_declares_a_formula_that_evaluates():
     missing = [n for n in _in_tree()
                if not isinstance(declared.attribute("attention", n, state_size.ATTRIBUTE), str)]
-    assert not missing, (f"families without a {state_size.ATTRIBUTE} formula (attention/README.md, "
-                         f"'Add an attention family in one file'): {', '.join(missing)}")
+    where = 'attention/README.md "The state size"'
+    assert not missing, f"families without a recurrent_state formula ({where}): {', '.join(missing)}"
     for name in _in_tree():
         assert state_numbers(name, CONFIG, 128) > 0, name
         assert getattr(attention.family(name), state_size.ATTRIBUTE) == state_size.formula(name)
