@@ -184,6 +184,9 @@ class BigBirdAttention(nnx.Module):
     paper = "Zaheer et al., NeurIPS 2020"
     complexity = "O(L b (5 + r) d)"
     subquadratic = True
+    recurrent_state = "2 * qkv_dim * min(L, (5 + num_random_blocks) * block_size)"
+    """No causal form: the keys and values a middle query reads (3 window, 2 global and r random
+    blocks; the global blocks' queries read all L), as Zoology counts BigBird."""
     length_options = ("block_size",)
     peer_options: ClassVar[dict] = {"block_size": 64, "num_random_blocks": 3}
     lra_departure = "random blocks drawn once; Image runs 4 heads (LRA's num_head typo)"

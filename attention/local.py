@@ -164,6 +164,9 @@ class LocalAttention(nnx.Module):
     paper = "Tay et al., ICLR 2021 (LRA baseline)"
     complexity = "O(L b d)"
     subquadratic = True
+    recurrent_state = "2 * qkv_dim * min(L, global_tokens + block_size)"
+    """Keys and values of the global tokens and of the current block so far (no later query reads an
+    earlier block)."""
     length_options = ("block_size",)
     peer_options: ClassVar[dict] = {"block_size": 128}
     peer_mechanism = "local/block"

@@ -164,6 +164,9 @@ class ReformerAttention(nnx.Module):
     paper = "Kitaev et al., ICLR 2020"
     complexity = "O(n_hashes L (log L + chunk) d)"
     subquadratic = True
+    recurrent_state = "2 * qkv_dim * min(L, n_hashes * n_buckets * chunk_size)"
+    """Per hash round the last ``chunk_size`` shared keys and values of each bucket (all a causal
+    query reads), at most every position so far."""
     length_options = ("chunk_size",)
     peer_options: ClassVar[dict] = {"n_hashes": 8, "chunk_size": 64}
     peer_mechanism = "reformer-lsh"

@@ -117,6 +117,8 @@ class S4D(nnx.Module):
     paper = "Gu et al., NeurIPS 2022"
     complexity = "O(L N d + L log L d)"
     subquadratic = True
+    recurrent_state = "dim * state_size"
+    """N/2 complex modes per channel (their conjugates are implied): D N real numbers."""
     modern_row = "S4D-Inv"  # the printed row of the initialisation the recipe trains (attn.init)
     modern_departure = ("the S4 block's GLU runs as a half-GLU; the encoder adds positions")
     attention_dropout = False  # a convolution with an SSM kernel has no attention weights to drop

@@ -128,6 +128,8 @@ class S5(nnx.Module):
     paper = "Smith et al., ICLR 2023"
     complexity = "O(L P d)"
     subquadratic = True
+    recurrent_state = "state_size if conj_sym else 2 * state_size"
+    """P/2 complex states with conjugate symmetry (P without) for all D channels together."""
     modern_row = "S5"
     modern_departure = ("half_glu2 runs as half_glu1; dt_global and S5's opt_config variants not "
                         "modelled; the encoder adds positions")
