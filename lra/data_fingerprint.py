@@ -188,6 +188,19 @@ def fingerprint(provenance, data_dir: Path) -> Fingerprint:
                        old)
 
 
+def refreshed(saved: dict[str, Any] | None, provenance, data_dir: Path) -> tuple[str, dict[str, Any]]:
+    """(verdict, today's fingerprint) of the data ``provenance`` names, for a ``saved`` fingerprint:
+    "current" (the same), "older" (recorded before 2026-12-06 on these files, the reader's cache
+    as it is now: today's fingerprint replaces it; ``python -m lra.data refingerprint``) or
+    "other" (other data, or a cache rebuilt since: nothing can tell)."""
+    now = fingerprint(provenance, data_dir)
+    plain = json.loads(json.dumps(now))
+    if not isinstance(saved, dict) or saved.get("sha256") == now["sha256"]:
+        return "current", plain
+    old = now.with_derived()
+    return ("older" if old is not None and saved.get("sha256") == old["sha256"] else "other"), plain
+
+
 def _generator_text(g: dict[str, Any] | None) -> str:
     if not g:
         return "none (files read as found)"

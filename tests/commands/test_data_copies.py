@@ -103,3 +103,37 @@ def test_evaluate_a_rerun_and_a_resume_take_a_copy_for_the_same_data(seed0, tmp_
     code, _, err = run_in_process(*tiny_run_args(staged(root / "a", tmp_path / "e"), resumable,
                                                  tmp_path / "elsewhere", task="pathfinder"))
     assert code == 0 and "resuming from step 6" in err, err[-2000:]
+
+
+def test_refingerprint_gives_a_run_recorded_with_the_cache_todays_fingerprint(images, tmp_path, capsys):
+    """``python -m lra.data refingerprint``: a run whose fingerprint hashed decoded/ (recorded before
+    2026-12-06) joins the runs recorded since on the same images; one on other data is left as is
+    and named; --dry-run writes nothing (main: no such command)."""
+    from lra import data as data_cli
+
+    data = staged(images, tmp_path / "data")
+    now = as_training_records(data)
+    task = tasks.build("pathfinder", data, num_images=64)
+    old = data_fingerprint.fingerprint(task.provenance(), data).with_derived()
+    other = {**now, "sha256": "b" * 64}
+    runs = tmp_path / "results" / "runs"
+    runs.mkdir(parents=True)
+    for seed, fp in ((0, old), (1, now), (2, other)):
+        (runs / f"seed{seed}.json").write_text(json.dumps(result_record(tiny_config(seed), fingerprint=fp)))
+
+    def rows():
+        return sorted((key.row.split(" [")[0] + (" [data]" if "[data" in key.row else ""),
+                       [r["seed"] for r in group]) for key, group in reader.read(runs.parent).cells().items())
+
+    assert rows() != [("softmax", [0, 1]), ("softmax [data]", [2])]
+    args = ["refingerprint", "--results-dir", str(runs.parent), "--data-dir", str(data)]
+    before = (runs / "seed0.json").read_bytes()
+    assert data_cli.main([*args, "--dry-run"]) == 0
+    assert "refingerprint: 1 would be updated, 1 already current, 1 left as is" in capsys.readouterr().out
+    assert (runs / "seed0.json").read_bytes() == before
+    assert data_cli.main(args) == 0
+    out, err = capsys.readouterr()
+    assert "refingerprint: 1 updated, 1 already current, 1 left as is" in out
+    assert err.count("\n") == 1 and "left as is: seed2.json was made on other data" in err
+    assert rows() == [("softmax", [0, 1]), ("softmax [data]", [2])]
+    assert json.loads((runs / "seed0.json").read_text())["data"]["fingerprint"] == now
