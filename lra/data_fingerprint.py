@@ -45,6 +45,7 @@ from typing import Any
 from lra import atomic
 
 CACHE_FILE = ".lra-fingerprints.json"
+OLD_SCHEME = " (before 2026-12-06: derived files hashed)"  # the digest cache's slot for that scheme
 
 
 class DataMismatchError(RuntimeError):
@@ -121,11 +122,12 @@ def _save_cache(data_dir: Path, cache: dict[str, Any]) -> None:
         pass  # a read-only data directory: hash again next time
 
 
-def _entry(path: Path, cache: dict[str, Any],
-           derived: tuple[str, ...] | None = ()) -> tuple[dict[str, Any], bool]:
-    """(the entry of the file or folder ``path``, whether a file of it was left out)."""
+def _entry(path: Path, cache: dict[str, Any], derived: tuple[str, ...] | None = (),
+           slot: str = "") -> tuple[dict[str, Any], bool]:
+    """(the entry of the file or folder ``path``, whether a file of it was left out); cached
+    under its absolute path plus ``slot``."""
     key, rows, left_out = _stat_key(path, derived)
-    cached = cache.get(str(path.absolute()))
+    cached = cache.get(str(path.absolute()) + slot)
     if isinstance(cached, dict) and cached.get("key") == key:
         return cached["entry"], left_out
     if path.is_file():
@@ -135,7 +137,7 @@ def _entry(path: Path, cache: dict[str, Any],
         for rel, size, _ in rows:
             h.update(f"{rel}\0{size}\0{_sha256_file(path / rel)}\n".encode())
         entry = {"bytes": sum(r[1] for r in rows), "sha256": h.hexdigest(), "count": len(rows)}
-    cache[str(path.absolute())] = {"key": key, "entry": entry}
+    cache[str(path.absolute()) + slot] = {"key": key, "entry": entry}
     return entry, left_out
 
 
@@ -159,10 +161,14 @@ def _derived_inside(folder: Path, provenance, data_dir: Path) -> tuple[str, ...]
     return tuple(inside)
 
 
-def _with_everything(paths: dict[str, Path], generator) -> dict[str, Any]:
+def _with_everything(paths: dict[str, Path], generator, data_dir: Path) -> dict[str, Any]:
     """The fingerprint of ``paths`` as recorded before 2026-12-06: every file of a folder hashed
-    (not cached: only compared where a fingerprint differs)."""
-    files = {name: _entry(path, {}, None)[0] for name, path in paths.items()}
+    (its digests cached beside today's, so that a sweep comparing many cells hashes them once)."""
+    cache = _load_cache(data_dir) if data_dir.is_dir() else {}
+    before = json.dumps(cache, sort_keys=True)
+    files = {name: _entry(path, cache, None, OLD_SCHEME)[0] for name, path in paths.items()}
+    if data_dir.is_dir() and json.dumps(cache, sort_keys=True) != before:
+        _save_cache(data_dir, cache)
     return {"sha256": digest(files, generator), "files": files, "generator": generator}
 
 
@@ -183,7 +189,7 @@ def fingerprint(provenance, data_dir: Path) -> Fingerprint:
     if data_dir.is_dir() and json.dumps(cache, sort_keys=True) != before:
         _save_cache(data_dir, cache)
     generator = json.loads(json.dumps(provenance.generator)) if provenance.generator else None
-    old = (lambda: _with_everything(paths, generator)) if left_out else None
+    old = (lambda: _with_everything(paths, generator, data_dir)) if left_out else None
     return Fingerprint({"sha256": digest(files, generator), "files": files, "generator": generator},
                        old)
 
@@ -240,4 +246,15 @@ def difference(saved: dict[str, Any] | None, now: dict[str, Any], *,
             diffs.append(f"{name}: {what}")
     if not diffs:
         return None
-    return diffs[0] + (f" (and {len(diffs) - 1} more differences)" if len(diffs) > 1 else "")
+    return (diffs[0] + (f" (and {len(diffs) - 1} more differences)" if len(diffs) > 1 else "")
+            + _older_hint(a, b, old))
+
+
+def _older_hint(then: dict[str, Any], now: dict[str, Any], old: dict[str, Any] | None) -> str:
+    """Where a saved folder entry counts more files than today's and today's left some out: it may
+    have been recorded before 2026-12-06, with a reader's cache that is not the one here now."""
+    if old is None or not any(isinstance(then.get(n), dict) and then[n].get("count", 0) > e.get("count", 0)
+                              for n, e in now.items()):
+        return ""
+    return ("; if it was recorded before 2026-12-06 it also hashed the reader's cache (e.g. "
+            "Pathfinder's decoded/), which only the data directory it was made on still matches")

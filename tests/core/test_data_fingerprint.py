@@ -106,6 +106,10 @@ def test_a_fingerprint_recorded_with_the_cache_still_matches_its_data(images, tm
     assert data_fingerprint.difference(old, now) is None
     assert data_fingerprint.difference(old, fingerprint(data), absent_ok_if_generated=True) is None
     assert json.loads(json.dumps(now)) == dict(now)  # recorded as a plain dict
+    node = staged(data, tmp_path / "node")  # the copy's read writes a decoded/ of other bytes
+    read(node)
+    assert "recorded before 2026-12-06 it also hashed the reader's cache" in data_fingerprint.difference(
+        old, fingerprint(node))
     png = data / FOLDER / "imgs" / "0" / "sample_0.png"
     png.write_bytes(png.read_bytes()[:-1] + b"\0")
     assert data_fingerprint.difference(old, fingerprint(data)).startswith(f"{FOLDER.as_posix()}: ")
