@@ -76,6 +76,10 @@ class Provenance:
     its ``version`` and ``seed``) or "tensorflow-datasets". ``files``: per split, the file or
     folder it is read from. ``wanted``: per split, the examples the config asks for (0 = the whole
     split). ``notes``: lines the user should see, e.g. an official folder the options cannot use.
+    ``derived``: the files and folders a reader makes from the data (caches: Pathfinder's
+    ``decoded/``, ListOps' ``*.tokens.npz``), relative to the data directory like ``files``; they
+    are never part of the data's fingerprint (``lra.data_fingerprint``), so a copy of the data
+    without them, or with them rebuilt, is the same data. Declare every path a reader writes.
     """
 
     folder: str
@@ -84,10 +88,11 @@ class Provenance:
     wanted: dict[str, int]
     generator: dict[str, Any] | None = None
     notes: tuple[str, ...] = field(default=())
+    derived: tuple[str, ...] = field(default=())
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
-        del out["notes"]
+        del out["notes"], out["derived"]
         return out
 
 

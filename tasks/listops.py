@@ -243,7 +243,9 @@ class ListOpsTask(Task):
             wanted={s: self.options[f"{s}_size"] for s in SPLITS},
             generator=None if official else {"name": "lra listops", "version": GENERATOR_VERSION,
                                              "seed": self.options["seed"]},
-            notes=notes)
+            notes=notes,
+            derived=tuple(relative(_cache_path(p), self.data_dir)
+                          for p in split_files(directory).values()))
 
     def prepare(self) -> None:
         directory = self.directory

@@ -207,9 +207,13 @@ class RetrievalTask(Task):
 
     def provenance(self) -> Provenance:
         directory = self.directory
+        cut = min(self.max_len, RAW_CUT)
+        caches = [c for f in FILES.values()
+                  for c in _cache_paths(directory / f, cut, self.data_dir / "retrieval" / "cache")]
         return Provenance(folder=relative(directory, self.data_dir), origin="official",
                           files={s: relative(directory / f, self.data_dir) for s, f in FILES.items()},
-                          wanted=dict(self.sizes))
+                          wanted=dict(self.sizes),
+                          derived=tuple(relative(c, self.data_dir) for c in caches))
 
     def source(self, split: str) -> PairExamples:
         if split not in FILES:
