@@ -256,7 +256,7 @@ S4D = Recipe(
             departure("configs/model/s4.yaml:6 `tie_dropout: true` (s4-cifar.yaml:9 too)",
                       S4_FFTCONV_DROPOUT, tasks=only("image"))),
         "model.input_dropout": same("src/models/sequence/backbones/model.py:53, 61-63 (`dropinp` "
-                                    "0, which no config sets)"),
+                                    "0, which no LRA config sets)"),
         "model.head": (
             same("src/tasks/decoders.py:43 (`SequenceDecoder`: one Linear after the pooling)",
                  tasks=but("retrieval")),
