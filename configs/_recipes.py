@@ -8,11 +8,11 @@ train examples // batch (the trainer drops no example: it draws epoch permutatio
 
 What this suite cannot express, and what runs instead (S5's ``half_glu2``, ``dt_global`` and
 ``opt_config``; S4D-LegS; S4's second element-wise dropout inside ``FFTConv``; LRU's
-one-directional runs and untabulated base lr; Mega's ScaleNorm, EMA truncation and
-classifier (dropout, no last bias, [u, v] on Retrieval); HGRN2's bf16, ``use_series`` and
-unpublished decoder; the encoder's positions), is stated per value, with the source of every
-value, in configs/_sources.py (docs/families-and-protocols.md "Where each recipe value comes from"
-shows it as tables).
+one-directional runs and untabulated base lr; Mega's ScaleNorm, EMA truncation, FFN hidden
+dropout (``--act-dropout 0``) and classifier (dropout, no last bias, [u, v] on Retrieval); HGRN2's
+bf16, ``use_series`` and unpublished decoder; the encoder's positions), is stated per value,
+with the source of every value, in configs/_sources.py (docs/families-and-protocols.md "Where
+each recipe value comes from" shows it as tables).
 
 Around the mixer the recipes set what each source does (``model.dropout_form``,
 ``model.input_dropout``, ``model.final_norm``, ``model.head``, ``model.head_activation``,

@@ -19,7 +19,7 @@ does (decoder, final norm, positions, ...): not a config key, but part of the re
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from configs._recipes import NO_LRA_RECIPE
 
@@ -86,22 +86,58 @@ def but(*names: str) -> tuple[str, ...]:
 NO_QKV = ours("not read: the mixer has no query/key projection (its width is model.emb_dim)")
 NO_HEADS = ours("not read: the mixer has no heads")
 NO_ATTENTION_DROPOUT = ours("not read: the mixer has no attention weights to drop")
-HEAD_WIDTH = ours("the width of LRA's Dense-ReLU-Dense head, the only reader under "
-                  "model.channel_mixer=glu (see the decoder row)")
+HEAD_WIDTH = ours("not read: the channel mixer is the GLU and the head has no hidden layer of "
+                  "this width (the Retrieval decoder's is model.emb_dim, as the source's)")
 EPOCH = ours("derived: one epoch (train examples // batch); the source validates once per epoch")
 CHECKPOINT = ours("derived: one epoch; checkpoints are this suite's (a killed run resumes)")
 POSITIONS = ("every encoder here adds the task's positions (sinusoidal or learned, from the LRA "
              "config); the recipe adds none")
-DECODER = "Dense(d)-ReLU-Dense, LRA's head (Retrieval: on [u, v, u*v, u-v])"
-DROPOUT_FORM = ("same rate; the form differs: here dropout is i.i.d. per element and the input "
-                "embedding is dropped too, where the source ties one mask across the sequence and "
-                "has no input dropout (issue 51 item 1)")
-SCHEDULE_END = ("the cosine keeps LRA's cycle (progress = (t - warm-up) / steps), so a run ends "
-                "above 0 where the source ends at 0 (issue 51 item 4)")
+LINEAR_HEAD_ACTIVATION = ours("not read: the head is one Dense layer, with no hidden activation "
+                              "(the value is the Retrieval decoder's)")
+STEP_COUNT = ("here t counts optimizer steps from 1 (lra/optim.py), so the first update runs at "
+              "lr/W")
+SCHEDULE_STEPS = {
+    "s5": (f"{STEP_COUNT}; S5 writes each step's rate after the step (s5/train_helpers.py:49-58, "
+           "355-356), so its first update runs at the optimizer's initial rate, the "
+           "peak (s5/train_helpers.py:163), and every later one a step behind ours"),
+    "s4": (f"{STEP_COUNT}; transformers' schedule is stepped after each update from step 0, so "
+           "S4's first update runs at 0 and every later one a step behind ours"),
+    "mega": (f"{STEP_COUNT}; fairseq sets the rate after each update from `--warmup-init-lr` "
+             "1e-7 (fairseq/optim/lr_scheduler/linear_decay_schedule.py:46, 73-80), so Mega's "
+             "first update runs at 1e-7 and every later one a step behind ours"),
+}
 BN_REAL_TOKENS = ("BatchNorm's statistics are taken over real tokens only; the source's include "
                   "the pads (no pads on the pixel tasks)")
 HALF_GLU2 = ("S5's half_glu2 runs as the encoder's half-GLU (S5's half_glu1): the encoder has "
              "one GLU form")
+S5_NORM = (
+    "S5's ssm label list also names `norm`, but `map_nested_fn` (s5/train_helpers.py:68-80) "
+    "labels leaves, which are `scale` and `bias`, never the `norm` module, so BatchNorm's "
+    "parameters train in S5's regular AdamW group, as here: issue 51's item 5 read the list, not "
+    "the labels")
+S5_NORM_GROUP = "Lambda, B and log step: Adam at ssm_lr, no weight decay, as here. " + S5_NORM
+S5_OPT_CONFIG = (
+    "same rate; the groups differ where the script leaves S5's default grouping: ListOps and "
+    "Image (`BfastandCdecay`) train B in the regular AdamW group, Path-X (`BandCdecay`) with "
+    "AdamW at ssm_lr and weight decay, Text and Retrieval (`dt_global`) train log step at the "
+    "global lr with weight decay; here B and log step are always in the ssm group (Adam, no "
+    "weight decay): the encoder has no option for these groupings. " + S5_NORM)
+S4_FFTCONV_DROPOUT = (
+    "tied as here, where S4's blocks drop (after the activation, s4block.py:118-119, 176; on the "
+    "residual branch, backbones/block.py:76-77); S4's FFTConv drops its convolution output a "
+    "third time, element-wise (src/models/sequence/kernels/fftconv.py:78-79, 136: S4Block keeps "
+    "`tie_dropout` for itself, s4block.py:54-57, so FFTConv gets the untied default), which this "
+    "encoder does not")
+S4_KERNEL_LR_C = (
+    "dt, A and B at 0.001 without weight decay, as here; S4's scalar `lr` also applies to C "
+    "(src/models/sequence/kernels/kernel.py:82-83, ssm.py:531), so C trains at 0.001 with "
+    "weight decay there, here in the default group at the task's lr (0.01 Image, 0.004 "
+    "Pathfinder): no option puts C alone at the ssm lr")
+MEGA_CLASSIFIER = (
+    "one hidden layer of the FFN width, as here; Mega's classifier also drops out its hidden "
+    "layer (fairseq/models/lra/model.py:55), has no bias on its last layer (lines 62-66), and on "
+    "Retrieval reads [u, v] (lines 191-194, 515), where this suite's two-tower head reads "
+    "[u, v, u*v, u-v] (tasks/_heads.py)")
 LRU_TABLE = "P-LRU's table as read from its ar5iv text; the PDF itself was not read here"
 
 
@@ -124,10 +160,19 @@ S5 = Recipe(
         "model.bn_momentum": (
             same("run_train.py:61 `--bn_momentum` (default 0.95)", tasks=but("pathfinder", "pathx")),
             same("{file}:{line} `--bn_momentum`", 2, 2, tasks=only("pathfinder", "pathx"))),
-        "model.dropout": (
-            same("{file}:{line} `--p_dropout`", 4, 4, 4, tasks=only("listops", "retrieval", "pathx")),
-            departure("{file}:{line} `--p_dropout`; s5/layers.py:49-53 (`broadcast_dims=[0]`)",
-                      DROPOUT_FORM, 5, 4, 4, tasks=only("text", "image", "pathfinder"))),
+        "model.dropout": same("{file}:{line} `--p_dropout`", 4, 5, 4, 4, 4, 4),
+        "model.dropout_form": same("s5/layers.py:49-53 (`broadcast_dims=[0]` over one example's "
+                                   "[L, H]: one mask per channel for the whole sequence)"),
+        "model.input_dropout": same("s5/seq_model.py:39, 64-67 (a Dense encoder, then the layers: "
+                                    "no dropout before them)"),
+        "model.final_norm": same("s5/seq_model.py:64-67 (no norm after the last layer)"),
+        "model.head": (
+            same("s5/seq_model.py:143 (one Dense)", tasks=but("retrieval")),
+            same("s5/seq_model.py:206-207, 218-220 (`RetrievalDecoder`: Dense(d)-GELU-Dense), "
+                 "312 (on [u, v, u-v, u*v])", tasks=only("retrieval"))),
+        "model.head_activation": (
+            replace(LINEAR_HEAD_ACTIVATION, tasks=but("retrieval")),
+            same("s5/seq_model.py:219 (`nn.gelu`)", tasks=only("retrieval"))),
         "model.attention_dropout": NO_ATTENTION_DROPOUT,
         "model.pooling": same("run_train.py:39 `--mode` (default pool: s5/seq_model.py:70 masked mean)"),
         "model.input_encoder": same("s5/seq_model.py:39 (a Dense encoder of the pixel value)",
@@ -147,15 +192,22 @@ S5 = Recipe(
         "attn.discretization": same("run_train.py:38 `--discretization` (default zoh)"),
         "train.lr": same("{file}:{line} `--lr_factor` x `--ssm_lr_base` (s5/train.py:37)",
                          3, 4, 3, 3, 3, 3),
-        "train.ssm_lr": departure(
-            "{file}:{line} `--ssm_lr_base`; s5/train_helpers.py:146-158 (the ssm group)",
-            "same rate; the group differs: S5's ssm group also holds BatchNorm's scale and bias "
-            "(Adam at ssm_lr, no weight decay), here they are in the AdamW group (issue 51 item 5); "
-            "S5's `opt_config` (B fast or decayed, C decayed) and `dt_global` are not modelled: "
-            "every state-space core parameter is in the ssm group", 4, 5, 4, 4, 4, 4),
+        "train.ssm_lr": (
+            same("{file}:{line} `--ssm_lr_base`, `--opt_config=standard` (line 4); "
+                 "s5/train_helpers.py:146-167 (the ssm group)", 4, tasks=only("pathfinder"),
+                 note=S5_NORM_GROUP),
+            departure("{file}:{line} `--ssm_lr_base`; `--opt_config`, `--dt_global` (the "
+                      "script's lines 3-4); s5/train_helpers.py:141-211", S5_OPT_CONFIG,
+                      4, 5, 4, 4, 4,
+                      tasks=but("pathfinder"))),
         "train.weight_decay": same("{file}:{line} `--weight_decay`", 4, 6, 5, 4, 5, 5),
-        "train.schedule": same("run_train.py:77 `--cosine_anneal` (default True); s5/train.py:172-176",
-                               note="warm-up then cosine to lr_min 0; ours ends at 0.15% of peak"),
+        "train.schedule": departure(
+            "run_train.py:77 `--cosine_anneal` (default True); s5/train.py:167-176; "
+            "s5/train_helpers.py:12-21",
+            "the same warm-up and cosine (`cosine_s5`: counted from the run's start over T - W "
+            "steps, at lr_min for the last W); the step counting differs by one: "
+            + SCHEDULE_STEPS["s5"], ours="cosine_s5"),
+        "train.lr_min": same("run_train.py:75 `--lr_min` (default 0)"),
         "train.b1": same("s5/train_helpers.py:163 (optax.adamw's default 0.9)"),
         "train.b2": same("s5/train_helpers.py:163 (optax.adamw's default 0.999)"),
         "train.eps": same("s5/train_helpers.py:163 (optax.adamw's default 1e-8)"),
@@ -175,13 +227,6 @@ S5 = Recipe(
             departure("s5/layers.py:44 (batch statistics over every position)", BN_REAL_TOKENS,
                       tasks=only("listops", "text", "retrieval"), ours="real tokens only"),
             same("s5/layers.py:44", tasks=PIXEL_TASKS, note="no pads")),
-        "final norm": departure("s5/seq_model.py:55-67 (none)", "S5 has no final norm; here pre-norm "
-                                "adds one (issue 51 item 7)", ours="a final BatchNorm"),
-        "decoder": (
-            departure("s5/seq_model.py:143 (one Dense)", "issue 51 item 7", tasks=but("retrieval"),
-                      ours=DECODER),
-            departure("s5/seq_model.py:206-207 (Dense(d)-GELU-Dense)", "issue 51 item 7",
-                      tasks=only("retrieval"), ours=DECODER)),
         "positions": departure("s5/seq_model.py:39 (the encoder adds none)", POSITIONS,
                                ours="the LRA config's positions"),
     },
@@ -204,10 +249,23 @@ S4D = Recipe(
             "configs/model/layer/s4.yaml:10 `final_act: glu`",
             "S4's GLU (a d -> 2d linear, then GLU) runs as the encoder's half-GLU (S5's half_glu1): "
             "the encoder has one GLU form"),
-        "model.dropout": (
-            same("{file}:{line} `dropout`", 8, 11, 11, 12, 12, tasks=but("image")),
-            departure("{file}:{line} `dropout`, `tie_dropout: true` (line 9)", DROPOUT_FORM, 8,
-                      tasks=only("image"))),
+        "model.dropout": same("{file}:{line} `dropout`", 8, 11, 11, 8, 12, 12),
+        "model.dropout_form": (
+            same("configs/model/s4.yaml:6 `tie_dropout: true`", tasks=but("image"),
+                 note="the rate is 0"),
+            departure("configs/model/s4.yaml:6 `tie_dropout: true` (s4-cifar.yaml:9 too)",
+                      S4_FFTCONV_DROPOUT, tasks=only("image"))),
+        "model.input_dropout": same("src/models/sequence/backbones/model.py:53, 61-63 (`dropinp` "
+                                    "0, which no LRA config sets)"),
+        "model.head": (
+            same("src/tasks/decoders.py:43 (`SequenceDecoder`: one Linear after the pooling)",
+                 tasks=but("retrieval")),
+            same("configs/pipeline/aan.yaml:7-13 (`retrieval`, `nli: true`); src/tasks/decoders.py:"
+                 "193-197, 211-216 (Linear(4d, d)-act-Linear on [u, v, u-v, u*v])",
+                 tasks=only("retrieval"))),
+        "model.head_activation": (
+            replace(LINEAR_HEAD_ACTIVATION, tasks=but("retrieval")),
+            same("configs/pipeline/aan.yaml:12 `activation: gelu`", tasks=only("retrieval"))),
         "model.attention_dropout": NO_ATTENTION_DROPOUT,
         "model.pooling": (
             same("{file}:{line} `decoder: mode: pool`", 26, 8, 8, 27,
@@ -222,24 +280,50 @@ S4D = Recipe(
             "{file}:{line} `init: legs`",
             "S4D-Inv here (this suite has S4D-Lin and S4D-Inv, attention/s4d.py); S4's diagonal "
             "LegS initialisation is not implemented", 21, 24, 24, 19, 22, 22),
+        "attn.n_ssm": same("{file}:{line} `n_ssm: 1`", 23, 26, 26, 21,
+                           tasks=only("listops", "text", "retrieval", "image"),
+                           note="one A for every channel, dt per channel; S4 ties B with A, here "
+                                "B is folded into C (per channel), which spans the same kernels "
+                                "(attention/s4d.py)"),
         "attn.dt_min": same("{file}:{line} `dt_min`", 19, 22, 22, 17, 20, 20),
         "attn.dt_max": same("{file}:{line} `dt_max`", 20, 23, 23, 18, 21, 21),
         "attn.discretization": same("src/models/sequence/kernels/ssm.py (`disc='zoh'`, the default)"),
         "train.lr": same("{file}:{line} `optimizer: lr`", 32, 36, 32, 30, 33, 30),
         "train.ssm_lr": (
-            departure("{file}:{line} `lr: {dt: null, A: 0.001, B: 0.001}`",
-                      "A and B at 0.001 as here; `lr.dt: null` trains log-dt at the global lr "
-                      "(0.01) without weight decay (src/models/sequence/kernels/kernel.py:111-122), "
-                      "here it is in the ssm group at 0.001 (issue 51 item 3)", 15, 18, 18,
-                      tasks=only("listops", "text", "retrieval")),
-            same("{file}:{line} `layer: lr: 0.001` (dt, A, B)", 16, 19, 19, tasks=PIXEL_TASKS)),
-        "train.weight_decay": departure(
-            "{file}:{line} `weight_decay`; configs/config.yaml:42-44",
-            "same value; S4 decays no bias, no norm parameter and no embedding "
-            "(src/utils/optim_groups.py:25-38), here AdamW decays every non-ssm parameter "
-            "(issue 51 item 2)", 33, 37, 33, 31, 34, 31),
-        "train.schedule": departure("{file}:5 `override /scheduler: cosine_warmup`", SCHEDULE_END,
-                                    ours="warm-up + cosine, ending at 2.4% of peak"),
+            same("{file}:{line} `lr: {dt: null, A: 0.001, B: 0.001}`", 15, 18, 18,
+                 tasks=only("listops", "text", "retrieval"),
+                 note="A and B at 0.001 without weight decay (configs/model/layer/s4.yaml:30 "
+                      "`wd: 0.0`; src/models/sequence/kernels/kernel.py:90-91, 111-122); dt: see "
+                      "train.dt_group; C at the global lr with weight decay, as here"),
+            departure("{file}:{line} `layer: lr: 0.001`", S4_KERNEL_LR_C, 16, 19,
+                      tasks=only("image", "pathfinder")),
+            same("{file}:{line} `layer: lr: 0.001`", 19, tasks=only("pathx"),
+                 note="dt, A and B at 0.001 without weight decay; S4's scalar lr also puts C at "
+                      "0.001 with weight decay, which is Path-X's global lr: as here")),
+        "train.dt_group": (
+            same("{file}:{line} `lr: dt: null` (log dt at the global lr; weight decay 0: "
+                 "configs/model/layer/s4.yaml:30 `wd: 0.0`, src/models/sequence/kernels/kernel.py:"
+                 "82-94, ssm.py:524)", 16, 19, 19, tasks=only("listops", "text", "retrieval")),
+            same("{file}:{line} `layer: lr: 0.001` (log dt with A and B)", 16, 19, 19,
+                 tasks=PIXEL_TASKS)),
+        "train.weight_decay": same("{file}:{line} `weight_decay`", 33, 37, 33, 31, 34, 31,
+                                   note="on what S4 decays: see train.decay_exclude"),
+        "train.decay_exclude": same(
+            "configs/config.yaml:42-44 `optimizer_param_grouping`; src/utils/optim_groups.py:25-38; "
+            "train.py:459-460 (applied to the backbone only)",
+            note="no weight decay on the blocks' biases and norms nor the final norm; the "
+                 "embedding or pixel encoder and the decoder keep theirs, there as here"),
+        "train.schedule": departure(
+            "{file}:5 `override /scheduler: cosine_warmup`; src/utils/registry.py:17 "
+            "(transformers' `get_cosine_schedule_with_warmup`)",
+            "the same warm-up and half cosine to 0 at `num_training_steps` (`cosine_to_min`); the "
+            "step counting differs by one: " + SCHEDULE_STEPS["s4"], ours="cosine_to_min"),
+        "train.lr_min": same("configs/scheduler/cosine_warmup.yaml:5 (transformers' cosine with "
+                             "warm-up decays to 0)"),
+        "train.schedule_horizon": same(
+            "{file}:{line} `num_training_steps` / the run's steps", 36, 40, 36, 37, 8, 8,
+            note="1 but on Retrieval: 50,000 scheduled, 45,960 run, so the run ends part-way "
+                 "down the cosine, as S4's"),
         "train.b1": same("configs/optimizer/adamw.yaml:5 `betas: [0.9, 0.999]`"),
         "train.b2": same("configs/optimizer/adamw.yaml:5 `betas: [0.9, 0.999]`"),
         "train.eps": same("configs/optimizer/adamw.yaml (torch AdamW's default eps 1e-8)"),
@@ -248,26 +332,24 @@ S4D = Recipe(
         "train.num_steps": (
             same("{file}:{line} `num_training_steps`", 36, 40, 37, 8, 8,
                  tasks=but("retrieval")),
-            departure("{file}:{line} `num_training_steps: 50000`, `max_epochs: 20` (line 40)",
-                      "the run stops at max_epochs 20 = 20 x 2,298 = 45,960 steps, before "
-                      "num_training_steps (issue 51 item 8)", 36, tasks=only("retrieval"))),
+            same("{file}:{line} `max_epochs: 20` (`num_training_steps: 50000`, line 36)", 40,
+                 tasks=only("retrieval"),
+                 note="the run stops at max_epochs 20 = 20 x 2,298 = 45,960 steps, before "
+                      "num_training_steps")),
         "train.warmup_steps": same("{file}:{line} `num_warmup_steps`", 37, 41, 37, 38, 9, 9),
         "train.eval_every": ours("derived: num_training_steps // max_epochs (one epoch); S4 "
                                  "validates once per epoch"),
         "train.checkpoint_every": CHECKPOINT,
     },
     around={
-        "shared A (`n_ssm`)": (
-            departure("{file}:{line} `n_ssm: 1`",
-                      "S4 ties A and B across the channels (dt per channel); here every channel "
-                      "has its own A (issue 51 item 6)", 23, 26, 26, 21,
-                      tasks=only("listops", "text", "retrieval", "image"), ours="one A per channel"),
-            same("{file}:{line} `n_ssm: null`", 24, 24, tasks=only("pathfinder", "pathx"),
-                 note="one A per channel")),
+        "shared A (`n_ssm`)": same("{file}:{line} `n_ssm: null`", 24, 24,
+                                   tasks=only("pathfinder", "pathx"), note="one A per channel"),
         "direction": same("{file}:{line} `bidirectional: true`", 22, 25, 25, 20, 23, 23,
                           note="bidirectional"),
-        "decoder": departure("configs/model/s4.yaml (a pooled linear decoder)", "issue 51 item 7",
-                             ours=DECODER),
+        "final norm": replace(
+            same("src/models/sequence/backbones/model.py:102-110 (a final norm under pre-norm "
+                 "only)", note="model.final_norm's default"),
+            ours="a final BatchNorm under pre-norm (Text, Retrieval, Pathfinder, Path-X)"),
         "positions": departure("src/models/sequence/backbones/model.py (the backbone adds none)",
                                POSITIONS, ours="the LRA config's positions"),
     },
@@ -295,11 +377,19 @@ LRU = Recipe(
             "lru/model.py:111-112, 127 (W1 x * sigmoid(W2 x))",
             "minimal-LRU's two-matrix GLU runs as the encoder's half-GLU (S5's half_glu1): the "
             "encoder has one GLU form"),
-        "model.dropout": (
-            _lru_paper("dropout", only("listops", "pathfinder", "pathx")),
-            departure("P-LRU App. D, Tables 8-9 (dropout, <task> row); lru/model.py:119 "
-                      "(`broadcast_dims=[0]`)", DROPOUT_FORM,
-                      tasks=only("text", "retrieval", "image"))),
+        "model.dropout": _lru_paper("dropout"),
+        "model.dropout_form": same("lru/model.py:119 (`broadcast_dims=[0]` over one example's "
+                                   "[L, H]: one mask per channel for the whole sequence)"),
+        "model.input_dropout": same("lru/model.py:147, 160-163 (a Dense encoder, then the layers: "
+                                    "no dropout before them)"),
+        "model.final_norm": same("lru/model.py:160-164 (no norm after the last layer)"),
+        "model.head": (
+            same("lru/model.py:191 (one Dense)", tasks=but("retrieval")),
+            ours("minimal-LRU has no two-tower model and P-LRU App. D names no Retrieval decoder: "
+                 "S5's (Dense(d)-GELU-Dense on the four features)", tasks=only("retrieval"))),
+        "model.head_activation": (
+            replace(LINEAR_HEAD_ACTIVATION, tasks=but("retrieval")),
+            ours("S5's Retrieval decoder's GELU (see model.head)", tasks=only("retrieval"))),
         "model.attention_dropout": NO_ATTENTION_DROPOUT,
         "model.pooling": same("run_train.py:48 `--pooling` (default mean)"),
         "model.input_encoder": same("lru/model.py:147 (a Dense encoder of the input)",
@@ -317,8 +407,14 @@ LRU = Recipe(
                              "lru/train_helpers.py:91-105 (nu, theta, gamma, B: Adam, no weight "
                              "decay)", paper=True, note=LRU_TABLE),
         "train.weight_decay": _lru_paper("weight decay"),
-        "train.schedule": departure("P-LRU App. D (linear warm-up, then cosine to 1e-7)",
-                                    SCHEDULE_END, paper=True, ours="cosine, ending at 2.4% of peak"),
+        "train.schedule": departure(
+            "P-LRU App. D (linear warm-up from 1e-7 over the first 10%, then cosine to 1e-7)",
+            "the same shape, peak and end (`cosine_to_min` to lr_min 1e-7 at the last step); the "
+            "warm-up starts at 0 here, at 1e-7 there (at most 1e-7 apart), and " + STEP_COUNT
+            + ", where the paper's step counting is not published", paper=True,
+            ours="cosine_to_min"),
+        "train.lr_min": same("run_train.py:70 `--lr_min` (default 1e-7), P-LRU App. D's floor",
+                             note=LRU_TABLE),
         "train.b1": same("lru/train_helpers.py:100 (optax.adamw's default 0.9)"),
         "train.b2": same("lru/train_helpers.py:100 (optax.adamw's default 0.999)"),
         "train.eps": same("lru/train_helpers.py:100 (optax.adamw's default 1e-8)"),
@@ -329,9 +425,8 @@ LRU = Recipe(
                                    paper=True, note=LRU_TABLE),
         "train.eval_every": EPOCH,
         "train.checkpoint_every": CHECKPOINT,
-        "model.bn_momentum": departure(
-            "lru/model.py:116-118 (flax BatchNorm, momentum 0.99)",
-            "the recipe sets none, so the encoder's default 0.9 applies (issue 51 item 8)"),
+        "model.bn_momentum": same("lru/model.py:116-118 (flax BatchNorm's default momentum, "
+                                  "0.99)"),
     },
     around={
         "direction": (
@@ -343,9 +438,6 @@ LRU = Recipe(
         "input": departure("P-LRU App. D (colour sCIFAR)", "grey LRA-Image here; the published "
                            "row is colour sCIFAR", paper=True, tasks=only("image"),
                            ours="grey CIFAR-10 (LRA-Image)"),
-        "final norm": departure("lru/model.py:135-165 (none)", "minimal-LRU has no final norm; here "
-                                "pre-norm adds one (issue 51 item 7)", ours="a final BatchNorm"),
-        "decoder": departure("lru/model.py:191 (one Dense)", "issue 51 item 7", ours=DECODER),
         "positions": departure("lru/model.py:147 (the encoder adds none)", POSITIONS,
                                ours="the LRA config's positions"),
     },
@@ -374,11 +466,21 @@ MEGA = Recipe(
             same("{file}:{line} (no `--encoder-normalize-before`: post-norm)", 34, 52, 70,
                  tasks=only("listops", "text", "retrieval")),
             same("{file}:{line} `--encoder-normalize-before`", 88, 106, 124, tasks=PIXEL_TASKS)),
-        "model.channel_mixer": departure(
-            "{file}:{line} `--activation-fn 'silu'`",
-            "an FFN as Mega's; its activation is the MLP's GELU where Mega's is SiLU "
-            "(issue 51 item 7)", 33, 51, 69, 87, 105, 123),
-        "model.dropout": same("{file}:{line} `--dropout`", 37, 55, 73, 91, 109, 127),
+        "model.channel_mixer": same(
+            "fairseq/modules/mega_sentence_encoder_layer.py:53-56, 112-113 (an FFN after each "
+            "Mega layer, `NormalizedFeedForwardNetwork`)"),
+        "model.mlp_activation": same("{file}:{line} `--activation-fn 'silu'`",
+                                     33, 51, 69, 87, 105, 123),
+        "model.dropout": (
+            departure("{file}:{line} `--dropout`, `--act-dropout 0.0`",
+                      "the same rate on the embedding, the layers' outputs and the classifier; "
+                      "Mega's FFN drops its hidden activation at `--act-dropout` 0 "
+                      "(fairseq/modules/normalized_feedforward_network.py:63-64; "
+                      "fairseq/models/lra/model.py:308), this encoder's MLP at model.dropout: "
+                      "no option sets that dropout apart", 37, 55, 73,
+                      tasks=only("listops", "text", "retrieval")),
+            same("{file}:{line} `--dropout`", 91, 109, 127, tasks=PIXEL_TASKS,
+                 note="every rate 0")),
         "model.attention_dropout": same("{file}:{line} `--attention-dropout`",
                                         37, 55, 73, 91, 109, 127),
         "model.pooling": same("{file}:{line} `--sen-rep-type 'mp'`", 34, 52, 70, 88, 106, 124),
@@ -398,10 +500,21 @@ MEGA = Recipe(
                              "every parameter)", 36, 54, 72, 90, 108, 126),
         "train.weight_decay": same("{file}:{line} `--weight-decay`", 37, 55, 73, 91, 109, 127),
         "train.schedule": departure(
-            "{file}:{line} `--lr-scheduler linear_decay --end-learning-rate 0.0`",
-            "Mega's linear decay to 0 runs as the cosine with LRA's cycle (same warm-up and peak), "
-            "which ends at 0.3-34.5% of peak (issue 51 item 4)", 39, 57, 75, 93, 111, 129,
-            ours="warm-up + cosine"),
+            "{file}:{line} `--lr-scheduler linear_decay --total-num-update` (= `--max-update`)",
+            "the same linear warm-up and linear decay to 0 at the last update (`linear_decay`); "
+            "the warm-up starts at 0 here, at `--warmup-init-lr 1e-07` there (at most 1e-7 "
+            "apart), and the step counting differs by one: " + SCHEDULE_STEPS["mega"],
+            39, 57, 75, 93, 111, 129, ours="linear_decay"),
+        "train.lr_min": same("{file}:{line} `--end-learning-rate 0.0`", 39, 57, 75, 93, 111, 129),
+        "train.warmup_power": (
+            same("fairseq/optim/lr_scheduler/linear_decay_schedule.py:54 (`--warmup-power`, "
+                 "default 1)", tasks=but("pathx")),
+            same("{file}:{line} `--warmup-power 2`", 130, tasks=only("pathx"))),
+        "model.head": departure(
+            "fairseq/models/lra/model.py:{line} `classifier_layers` 1, `classifier_out_dim` (= "
+            "the FFN width)", MEGA_CLASSIFIER, 416, 471, 513, 571, 631, 659),
+        "model.head_activation": same("fairseq/models/lra/model.py:379 "
+                                      "`classifier_activation_fn` (default gelu)"),
         "train.b1": same("{file}:{line} `--adam-betas '(0.9, 0.98)'`", 36, 54, 72, 90, 108, 126),
         "train.b2": same("{file}:{line} `--adam-betas '(0.9, 0.98)'`", 36, 54, 72, 90, 108, 126),
         "train.eps": same("{file}:{line} `--adam-eps 1e-8`", 36, 54, 72, 90, 108, 126),
@@ -410,11 +523,7 @@ MEGA = Recipe(
                                  "line 12)", 38, 56, 74, 92, 110, 128),
         "train.grad_accum": same("{file}:{line} `--update-freq`", 38, 56, 74, 92, 110, 128),
         "train.num_steps": same("{file}:{line} `--max-update`", 38, 56, 74, 92, 110, 128),
-        "train.warmup_steps": (
-            same("{file}:{line} `--warmup-updates`", 40, 58, 76, 94, 112, tasks=but("pathx")),
-            departure("{file}:{line} `--warmup-updates 25000 --warmup-power 2`",
-                      "the same length, but Mega's Path-X warm-up is quadratic, ours linear "
-                      "(issue 51 item 8)", 130, tasks=only("pathx"))),
+        "train.warmup_steps": same("{file}:{line} `--warmup-updates`", 40, 58, 76, 94, 112, 130),
         "train.eval_every": ours("derived: max-update // epochs (one epoch); fairseq validates "
                                  "once per epoch"),
         "train.checkpoint_every": CHECKPOINT,
@@ -424,8 +533,6 @@ MEGA = Recipe(
             "fairseq/models/lra/model.py:{line} `truncation_length`",
             "the EMA kernel is not truncated here (Mega: 1024, Path-X 4096)",
             419, 474, 517, 575, 635, 663, ours="none"),
-        "head activation": departure("fairseq/models/lra/model.py:379 `classifier_activation_fn` "
-                                     "gelu", "issue 51 item 7", ours="ReLU"),
         "positions": departure("fairseq/models/lra/model.py (no positional embedding in Mega's "
                                "LRA encoder)", POSITIONS, ours="the LRA config's positions"),
     },
@@ -468,12 +575,19 @@ HGRN2 = Recipe(
         "train.lr": same("{file}:{line} `lr_dict`", 56, 55, 59, 54, 57, 58),
         "train.ssm_lr": same("{file}:{line} `wd_dict` (one parameter group)", 65, 64, 68, 63, 66, 67),
         "train.weight_decay": same("{file}:{line} `wd_dict`", 65, 64, 68, 63, 66, 67),
-        "train.schedule": departure(
-            "{file}:{line} `training_steps_dict` (the scheduler's horizon)",
-            "the harness's cosine runs over a horizon of 50,000 or 500,000 steps that outlasts its "
-            "runs (its rate ends at 18-95% of peak); ours keeps LRA's cycle and ends elsewhere "
-            "(4-83%); configs/_recipes.py's \"the cosine ends with the run\" describes neither "
-            "(issue 51 item 4)", 101, 100, 104, 99, 102, 103, ours="warm-up + cosine"),
+        "train.schedule": unverified(
+            "the harness's experiment config (`experiment=${ARCH}-lra-${TASK}`, "
+            "script_lra_others.sh:37), which names the scheduler, is not in HGRN2's repository; "
+            "S4's `cosine_warmup` (warm-up, then a half cosine to 0 at `num_training_steps`: "
+            "`cosine_to_min`) is assumed, as the `scheduler.num_warmup_steps` and "
+            "`scheduler.num_training_steps` it sets (lines 42-43) suggest"),
+        "train.schedule_horizon": same(
+            "{file}:{line} `training_steps_dict` / the run's steps (`scheduler.num_training_steps`, "
+            "script_lra_others.sh:43)", 101, 100, 104, 99, 102, 103,
+            note="a horizon of 50,000 or 500,000 steps, not the run's length: the run ends "
+                 "part-way down the cosine, or on Image past the horizon, as the harness's"),
+        "train.lr_min": unverified("0, the end of S4's `cosine_warmup`, the scheduler assumed "
+                                   "(see train.schedule)"),
         "train.b1": unverified("the harness's AdamW (`program_path`) is not in HGRN2's repository; "
                                "S4's (0.9, 0.999)"),
         "train.b2": unverified("the harness's AdamW (`program_path`) is not in HGRN2's repository; "
@@ -496,20 +610,28 @@ HGRN2 = Recipe(
             same("{file}:170-171 (`hgrn2_1d`)", tasks=only("listops", "text", "retrieval"),
                  note="1-D")),
         "precision": departure("script_lra_others.sh:39 `trainer.precision=bf16`",
-                               "float32 here (issue 51 item 8)", ours="float32"),
+                               "float32 here: the recipe is compared with the other float32 "
+                               "recipes; `--set model.dtype=bfloat16` is the nearest to "
+                               "HGRN2's mixed precision", ours="float32"),
         "use_series": (
-            departure("{file}:{line} `use_series_dict`", "not modelled (issue 51 item 8)", 157,
-                      tasks=only("pathx"), ours="—"),
+            departure("{file}:{line} `use_series_dict`", "an option of HGRN2's model in the "
+                      "harness, which its repository does not hold: what it does could not be "
+                      "read here, so it is not modelled", 157, tasks=only("pathx"),
+                      ours="not modelled"),
             same("{file}:{line} `use_series_dict` (False)", 155, 154, 158, 153, 156,
-                 tasks=but("pathx"))),
+                 tasks=but("pathx"), note="off")),
         "positions": (
             departure("{file}:{line} `encoder_dict` ('id': no positions)", POSITIONS, 145, 147,
                       tasks=only("text", "pathfinder"), ours="the LRA config's positions"),
             same("{file}:{line} `encoder_dict` ('position')", 146, 149, 144, 148,
                  tasks=only("listops", "retrieval", "image", "pathx"),
                  note="positions added, as here")),
-        "decoder": departure("script_lra_others.sh:55 (the S4 harness's pooled linear decoder)",
-                             "issue 51 item 7", ours=DECODER),
+        "decoder": departure("script_lra_others.sh:55 `decoder.mode=pool` (the decoder itself "
+                             "is the harness's)", "the harness's decoder is not in HGRN2's "
+                             "repository, so LRA's head is kept (`model.head` lra); `--set "
+                             "model.head=linear` is S4's pooled linear decoder, the likeliest",
+                             ours="Dense(d)-ReLU-Dense, LRA's head (Retrieval: on [u, v, u*v, "
+                                  "u-v])"),
     },
 )
 

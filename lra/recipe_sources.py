@@ -192,9 +192,38 @@ def recipe_table(name: str) -> str:
     return "\n".join([f"#### {recipe.title}{where}", "", *head, *rows])
 
 
+def counts() -> dict[str, dict[str, int]]:
+    """Per recipe, how many cells (one value or around row x one task) each verdict holds: the
+    keys its shown family sets on each task (``MODERN["*"]`` for "*"), the keys the recipe
+    declares itself (a family without a recipe: its head count) and the around rows."""
+    out = {}
+    for name in S.RECIPES:
+        family, tally = SHOWN_FAMILY[name], dict.fromkeys(S.VERDICTS, 0)
+        for task in TASKS:
+            modern = task_module(task).MODERN
+            keys = modern["*"] if family == "*" else required_keys(task, family)
+            keys = sorted({*keys, *S.RECIPES[name].keys})
+            found = [entry(name, key, task) for key in keys]
+            found += [entry(name, key, task, around=True) for key in dict.fromkeys(_around_keys(name))]
+            for e in found:
+                if e is not None:
+                    tally[e.verdict] += 1
+        out[name] = tally
+    return out
+
+
+def counts_table() -> str:
+    """The generated table of ``counts()``."""
+    head = ["#### Cells per recipe", "",
+            "| recipe | cells | " + " | ".join(S.VERDICTS) + " |", "|---" * (len(S.VERDICTS) + 2) + "|"]
+    rows = [f"| {name} | {sum(t.values())} | " + " | ".join(str(t[v]) for v in S.VERDICTS) + " |"
+            for name, t in counts().items()]
+    return "\n".join(head + rows)
+
+
 def markdown() -> str:
-    """Every recipe's table, in the order of ``configs._sources.RECIPES``."""
-    return "\n\n".join(recipe_table(name) for name in S.RECIPES)
+    """Every recipe's table, in the order of ``configs._sources.RECIPES``, then ``counts_table``."""
+    return "\n\n".join([*(recipe_table(name) for name in S.RECIPES), counts_table()])
 
 
 def docs_block(text: str) -> str:
