@@ -29,6 +29,7 @@ from typing import Any
 from lra import atomic, stop_signals
 from lra.leaderboard import browser, curves, reader, tuned
 from lra.leaderboard.accuracy import MODERN_HEADLINE_AND_SECOND, accuracy_section
+from lra.leaderboard.cells import md_code
 from lra.leaderboard.efficiency import FIGURE_PREFIX, FIGURES_DIR, efficiency_section
 from lra.leaderboard.export import to_csv, to_tex, to_tex_with_published
 from lra.leaderboard.load import (
@@ -93,10 +94,10 @@ def build_all(results_dir: Path, skipped: list[str] | None = None, *,
     lines += accuracy_section(runs, collect=cells) if runs else ["No result files yet.", ""]
     if superseded:
         lines += ["Superseded (a newer file measures the same task, family, preset, protocol, device, "
-                  "seed and config; only the newest counts): " + ", ".join(f"`{f}`" for f in superseded), ""]
+                  "seed and config; only the newest counts): " + ", ".join(map(md_code, superseded)), ""]
     if evaluations:
         lines += ["Evaluations of checkpoints (`python -m lra.evaluate --write-result`; not seeds, "
-                  "not in any cell): " + ", ".join(f"`{f}`" for f in evaluations), ""]
+                  "not in any cell): " + ", ".join(map(md_code, evaluations)), ""]
     lines += ["## Measured, modern protocol", "",
               "The families' published modern recipes (`--protocol modern`); not comparable with the "
               "LRA-protocol tables above, and never ranked with them.", ""]

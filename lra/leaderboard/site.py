@@ -262,7 +262,9 @@ def _peers(newest: tuple[str, list[str]] | None, older: list[str]) -> dict[str, 
     paras, header, rows = [], None, []
     for line in lines:
         if line.startswith("|"):
-            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            # a cell's own "|" is escaped (cells.md_cell): split at the others only
+            cells = [c.strip().replace("\\|", "|")
+                     for c in re.split(r"(?<!\\)\|", line.strip()[1:-1])]
             if all(set(c) <= {"-", ":"} for c in cells):
                 continue
             if header is None:
