@@ -37,6 +37,7 @@ from lra.leaderboard.load import (
     ResultFileError,
     load_efficiency,
     load_peers,
+    printable,
     protocol,
 )
 from lra.leaderboard.peers import peers_section
@@ -189,7 +190,7 @@ def _main(argv: list[str] | None) -> int:
         p.error(f"--screenshot-size: expected WIDTHxHEIGHT like 1280x800, got {args.screenshot_size!r}")
     if not args.results_dir.is_dir():
         missing = not args.results_dir.exists()
-        print(f"error: --results-dir {args.results_dir} is not a folder"
+        print(f"error: --results-dir {printable(args.results_dir)} is not a folder"
               + ("; no run has written there yet (lra.run and lra.sweep write to the same default"
                  "); the project's reference table: python -m lra.leaderboard --results-dir "
                  "results" if missing else ""), file=sys.stderr)
@@ -213,18 +214,18 @@ def _main(argv: list[str] | None) -> int:
         stop_signals.test_hook("write")
         written = write(args.results_dir, out, html_dir, figures=not args.no_figures)
     except OSError as err:
-        print(f"error: cannot write the leaderboard under {args.results_dir}: "
-              f"{err.strerror or err} ({err.filename or args.results_dir})", file=sys.stderr)
+        print(printable(f"error: cannot write the leaderboard under {args.results_dir}: "
+                        f"{err.strerror or err} ({err.filename or args.results_dir})"), file=sys.stderr)
         return 1
-    print(f"wrote {written}")
+    print(printable(f"wrote {written}"))
     if args.screenshot:
         try:
             browser.screenshot(html_dir / INDEX, args.screenshot, (int(size[1]), int(size[2])),
                                anchor=args.screenshot_anchor)
         except browser.BrowserError as err:
-            print(f"error: --screenshot: {err}", file=sys.stderr)
+            print(printable(f"error: --screenshot: {err}"), file=sys.stderr)
             return 1
-        print(f"wrote {args.screenshot}")
+        print(printable(f"wrote {args.screenshot}"))
     return 0
 
 

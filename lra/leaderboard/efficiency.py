@@ -147,6 +147,12 @@ def _efficiency_table(rec: dict[str, Any], runs: list[dict[str, Any]], key: tupl
     return lines + more, figs
 
 
+def _slope(xs: list[int], ys: list[float]) -> float | None:
+    """``loglog_slope`` over the points a logarithm takes (a file may record a zero)."""
+    kept = [(x, y) for x, y in zip(xs, ys) if x > 0 and y > 0]
+    return loglog_slope([x for x, _ in kept], [y for _, y in kept])
+
+
 def _table_rows(ok: dict[tuple[str, int], dict[str, Any]], families: list[str],
                 lengths: list[int]) -> list[list[str]]:
     """Per family: steps/s and memory at each length (ratios to softmax), slopes, FLOPs, % of peak."""
@@ -169,11 +175,12 @@ def _table_rows(ok: dict[tuple[str, int], dict[str, Any]], families: list[str],
             xs.append(n)
             ts.append(r["step_time_s"]["median"])
             ms.append(r["memory"]["bytes"])
-        kt, km = loglog_slope(xs, ts), loglog_slope(xs, ms)
+        kt, km = _slope(xs, ts), _slope(xs, ms)
         last = ok.get((a, longest))
         flops = _num(last["flops"]["per_step"] / 1e9) if last else "—"
         bound = (f"{softmax_last['flops']['per_step'] / last['flops']['per_step']:.2f}x"
-                 if last and softmax_last and a != "softmax" else "—")
+                 if last and softmax_last and a != "softmax" and last["flops"]["per_step"] > 0
+                 else "—")
         frac = f"{100 * last['fraction_of_peak']:.1f}" if last and last.get("fraction_of_peak") else "—"
         rows.append([md_text(a), *speed, *mem, "—" if kt is None else f"{kt:.2f}",
                      "—" if km is None else f"{km:.2f}", flops, bound, frac])

@@ -4,11 +4,14 @@ not UTF-8, and may hold an integer no float can hold. Every output keeps its col
 resolves, the LaTeX compiles, and what cannot be read is skipped with the one line."""
 
 import json
+import os
 import re
+import urllib.parse
 
 import pytest
-from helpers import run_record
+from helpers import bench_record, run_record
 
+from lra import leaderboard
 from lra.leaderboard import cells
 from lra.leaderboard.build import build_all
 
@@ -86,3 +89,131 @@ def test_md_text_and_md_code_escape_what_would_start_markup():
     assert cells.md_text("a*b*`c`<d>\\e\nf") == "a\\*b\\*\\`c\\`\\<d>\\\\e f"
     assert cells.md_code("x`y") == "``x`y``" and cells.md_code("`x") == "`` `x ``"
     assert cells.md_table(["h"], [["a|b"]])[2] == "| a\\|b |"
+
+
+# ----------------------------------------------------------------------------------------------
+# Numbers: the reader accepts only what every output can print.
+
+HUGE = 10**400  # JSON holds it; no float does
+
+
+def _set_path(record, field, value):
+    node = record
+    *parents, last = field.split(".")
+    for part in parents:
+        node = node[int(part)] if isinstance(node, list) else node[part]
+    node[int(last) if isinstance(node, list) else last] = value
+
+
+def _full_run():
+    rec = run_record("listops", "softmax", "small", 0, 0.4, 0.4)
+    rec["metrics"].update(best_val_step=100, num_params=1000, final_train_loss=0.5)
+    rec["data"] = {"evaluated": {"val": 1000, "test_at_last": 1000, "test_at_best_val": 1000},
+                   "examples": {"test": 1000}}
+    rec["eval_history"] = {"step": [50, 100], "val_accuracy": [0.3, 0.4], "val_loss": [1.0, 0.9]}
+    return rec
+
+
+RUN_NUMBERS = ["seed", "config.train.num_steps", "metrics.steps", "metrics.best_val_step",
+               "metrics.wall_time_s", "metrics.steps_per_s", "metrics.peak_memory.bytes",
+               "metrics.final_train_loss", "metrics.num_params", "metrics.test_accuracy_at_last",
+               "metrics.best_val_accuracy", "data.evaluated.test_at_last", "data.examples.test",
+               "eval_history.step.0", "eval_history.val_loss.1", "device.count"]
+BENCH_NUMBERS = ["batch", "steps", "warmup", "matmul_peak.flops_per_s", "results.0.length",
+                 "results.0.steps_per_s", "results.0.memory.bytes", "results.0.flops.per_step",
+                 "results.0.step_time_s.median", "results.0.speed_vs_softmax"]
+
+
+@pytest.mark.parametrize("field", RUN_NUMBERS + [f"bench:{f}" for f in BENCH_NUMBERS])
+def test_an_integer_no_float_holds_is_skipped_with_one_line(tmp_path, field):
+    """Fails on main 69b79f7: peak_memory.bytes = 10**400 (and wall time, steps/s, FLOPs, memory,
+    accuracies, example counts) crashed the leaderboard with OverflowError; the others were
+    published as read."""
+    results = tmp_path / "results"
+    run, bench = _full_run(), bench_record()
+    target, name = (bench, field[6:]) if field.startswith("bench:") else (run, field)
+    _set_path(target, name, HUGE)
+    _write(results, "run", run)
+    (results / "efficiency").mkdir()
+    (results / "efficiency" / "bench.json").write_text(json.dumps(bench))
+    skipped = []
+    out = build_all(results, skipped)
+    out["site"], out["tex"], out["csv"]  # every output is made
+    [line] = skipped
+    printed = re.sub(r"\.(\d+)", r"[\1]", name)  # results.0.length -> results[0].length
+    assert f": {printed}: " in line, line
+    assert "within ±(2**63 - 1)" in line or "not a loss" in line or "increasing integers" in line
+
+
+def test_a_number_json_cannot_even_parse_is_skipped_with_one_line(tmp_path, capsys):
+    """Fails on main 69b79f7: an integer of 5000 digits (ValueError) and arrays nested 100000 deep
+    (RecursionError) were tracebacks."""
+    results = tmp_path / "results"
+    _write(results, "good", run_record("listops", "softmax", "small", 0, 0.4, 0.4))
+    (results / "runs" / "digits.json").write_text('{"seed": ' + "9" * 5000 + "}")
+    (results / "runs" / "deep.json").write_text("[" * 100000 + "]" * 100000)
+    assert leaderboard.main(["--results-dir", str(results), "--no-figures", "--no-html"]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 2 and all(ln.startswith("warning: skipped ") for ln in err), err
+    assert any("digits.json: unreadable (ValueError" in ln for ln in err)
+    assert any("deep.json: unreadable (RecursionError" in ln for ln in err)
+
+
+# ----------------------------------------------------------------------------------------------
+# Paths: a name that is not UTF-8 is skipped; a link is a URL.
+
+NOT_UTF8 = os.fsdecode(b"r\xffs")  # a byte no UTF-8 text holds (Python keeps it as a surrogate)
+
+
+@pytest.mark.parametrize("html", ["site", "elsewhere", "none"])
+def test_a_file_or_folder_name_that_is_not_utf8_is_skipped_or_quoted(tmp_path, capsys, html):
+    """Fails on main 69b79f7: UnicodeEncodeError in the page writer (even with --no-html: the
+    Markdown) for such a file name, and in the page for such a results folder with --html
+    elsewhere."""
+    results = tmp_path / NOT_UTF8
+    _write(results, "good", run_record("listops", "softmax", "small", 0, 0.4, 0.4))
+    _write(results, NOT_UTF8, run_record("listops", "softmax", "small", 1, 0.3, 0.3))
+    (results / "efficiency").mkdir()
+    (results / "efficiency" / f"{NOT_UTF8}.json").write_text(json.dumps(bench_record()))
+    args = {"site": [], "elsewhere": ["--html", str(tmp_path / "web")], "none": ["--no-html"]}[html]
+    assert leaderboard.main(["--results-dir", str(results), "--no-figures", *args]) == 0
+    out, err = capsys.readouterr()
+    assert err.splitlines() == [
+        f"warning: skipped {tmp_path}/r\\xffs/{part}/r\\xffs.json: file name: not UTF-8 (no output "
+        "can print it); rename the file" for part in ("runs", "efficiency")]
+    assert "r\\xffs" in out and "**40.00 (1)**" in (results / "LEADERBOARD.md").read_text()
+    if html == "elsewhere":
+        page = (tmp_path / "web" / "index.html").read_text()
+        assert 'href="../r%FFs/leaderboard.csv"' in page and '"results":"../r%FFs/"' in page
+
+
+def _page_data(page):
+    return json.loads(re.search(r'<script id="data" type="application/json">(.*?)</script>', page,
+                                flags=re.S)[1])
+
+
+def _js_uri_component(text):
+    """JavaScript's encodeURIComponent (site.js ``enc``)."""
+    return urllib.parse.quote(text, safe="-_.!~*'()")
+
+
+def test_every_link_of_the_page_resolves_in_a_folder_named_with_url_specials(tmp_path):
+    """Fails on main 69b79f7: a results folder "r#1?a=%41" gave `../r#1?a=%41/runs/...` links, the
+    rest of the path read as a fragment or a query: every run-file and CSV link was dead."""
+    results = tmp_path / "r#1?a=%41 b"
+    _write(results, "odd #?%", run_record("listops", "softmax", "small", 0, 0.4, 0.4))
+    (results / "efficiency").mkdir()
+    (results / "efficiency" / "bench%20#1.json").write_text(json.dumps(bench_record()))
+    web = tmp_path / "web"
+    assert leaderboard.main(["--results-dir", str(results), "--no-figures", "--html", str(web)]) == 0
+    page = (web / "index.html").read_text()
+    hrefs = re.findall(r'href="([^"#][^"]*)"', page)
+    data = _page_data(page)
+    [run] = [s for v in data["views"] for t in v["seeds"].values() for r in t.values() for s in r]
+    hrefs += [data["results"] + "runs/" + _js_uri_component(run["file"]),  # as site.js builds them
+              data["results"] + "efficiency/" + _js_uri_component(data["efficiency"][0]["file"])]
+    assert len(hrefs) == 4
+    for href in hrefs:
+        url = urllib.parse.urlsplit(href)
+        assert not url.query and not url.fragment, href
+        assert (web / urllib.parse.unquote(url.path)).is_file(), href
