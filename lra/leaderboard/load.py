@@ -287,10 +287,35 @@ def _check_tracker(record: dict[str, Any]) -> None:
 
 def _read_json(path: Path) -> Any:
     try:
-        return json.loads(path.read_bytes().decode("utf-8"))
+        record = json.loads(path.read_bytes().decode("utf-8"))
     # ValueError: an integer of over 4300 digits (Python's limit); RecursionError: nested too deep
     except (OSError, ValueError, RecursionError) as err:
         raise ResultFileError(f"unreadable ({type(err).__name__}: {err})") from None
+    _check_text(record)
+    return record
+
+
+def _check_text(value: Any, where: str = "") -> None:
+    """Every string (and key) of a file's JSON is text: a lone surrogate (``"\\udcff"``, which
+    JSON allows) is no character, and no output could be written with it."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _check_text(key, where)
+            _check_text(item, f"{where}.{key}" if where else str(key))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            _check_text(item, f"{where}[{i}]")
+    elif isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            shown = _shown(value)[:80]
+            raise ResultFileError(f"{_shown(where) or 'a key'}: \"{shown}\" holds a lone surrogate "
+                                  f"(a \\u escape that is no character)") from None
+
+
+def _shown(text: str) -> str:
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def printable(path: Path | str) -> str:
@@ -466,6 +491,7 @@ def load_peers(results_dir: Path, skipped: list[str] | None = None) -> list[Path
             try:
                 text = path.read_bytes().decode("utf-8")
                 rows = [json.loads(line) for line in text.splitlines() if line.strip()]
+                _check_text(rows)
             except (OSError, ValueError, RecursionError) as err:  # as in _read_json
                 raise ResultFileError(f"unreadable ({type(err).__name__}: {err})") from None
             check_peers_rows(rows)

@@ -217,3 +217,15 @@ def test_every_link_of_the_page_resolves_in_a_folder_named_with_url_specials(tmp
         url = urllib.parse.urlsplit(href)
         assert not url.query and not url.fragment, href
         assert (web / urllib.parse.unquote(url.path)).is_file(), href
+
+
+def test_a_lone_surrogate_in_a_files_text_is_skipped_with_one_line(tmp_path, capsys):
+    """Fails on main 69b79f7: "\\udcff" (a JSON escape that is no character) in a family name
+    crashed every writer with UnicodeEncodeError."""
+    results = tmp_path / "results"
+    _write(results, "good", run_record("listops", "softmax", "small", 0, 0.4, 0.4))
+    _write(results, "odd", run_record("listops", "fam\udcff", "small", 0, 0.3, 0.3))
+    assert leaderboard.main(["--results-dir", str(results), "--no-figures", "--no-html"]) == 0
+    assert capsys.readouterr().err.splitlines() == [
+        f"warning: skipped {results}/runs/odd.json: attention: \"fam\\udcff\" holds a lone "
+        "surrogate (a \\u escape that is no character)"]
