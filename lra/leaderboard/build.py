@@ -162,6 +162,24 @@ def main(argv: list[str] | None = None) -> int:
             return stop_signals.EXIT_RESUMABLE
 
 
+# A browser window's sides in pixels: below, no table is readable; above, chromium works for
+# minutes on one PNG and the command would look hung.
+SCREEN_SIDE = (100, 8192)
+
+
+def window_size(text: str) -> tuple[int, int]:
+    """``--screenshot-size``: ``WIDTHxHEIGHT`` in pixels, each side within ``SCREEN_SIDE``
+    (argparse prints the message and exits 2: a bad size is refused before anything runs)."""
+    size = re.fullmatch(r"\s*(\d{1,9})\s*[xX]\s*(\d{1,9})\s*", text)
+    if not size:
+        raise argparse.ArgumentTypeError(f"expected WIDTHxHEIGHT in pixels like 1280x800, got {text!r}")
+    width, height = int(size[1]), int(size[2])
+    low, high = SCREEN_SIDE
+    if not (low <= width <= high and low <= height <= high):
+        raise argparse.ArgumentTypeError(f"{width}x{height}: each side must be {low} to {high} pixels")
+    return width, height
+
+
 def _main(argv: list[str] | None) -> int:
     p = argparse.ArgumentParser(prog="python -m lra.leaderboard", description=__doc__.split("\n")[0])
     p.add_argument("--results-dir", type=Path, default=default_results_dir(),
@@ -178,16 +196,14 @@ def _main(argv: list[str] | None) -> int:
                         "in seconds; drawing the figures takes most of a full build's time)")
     p.add_argument("--screenshot", type=Path, default=None, metavar="PATH",
                    help="then take a PNG of the page with a headless chromium")
-    p.add_argument("--screenshot-size", default="1280x800", metavar="WxH",
-                   help="the window of --screenshot (default 1280x800; a phone: 390x844)")
+    p.add_argument("--screenshot-size", default=(1280, 800), type=window_size, metavar="WxH",
+                   help=f"the window of --screenshot in pixels, each side {SCREEN_SIDE[0]} to "
+                        f"{SCREEN_SIDE[1]} (default 1280x800; a phone: 390x844)")
     p.add_argument("--screenshot-anchor", default="", metavar="ANCHOR",
                    help="the view or cell --screenshot shows, e.g. lra/small/listops/softmax")
     args = p.parse_args(argv)
     if args.no_html and (args.html or args.screenshot):
         p.error("--no-html writes no page: --html and --screenshot need one")
-    size = re.fullmatch(r"(\d+)x(\d+)", args.screenshot_size)
-    if not size:
-        p.error(f"--screenshot-size: expected WIDTHxHEIGHT like 1280x800, got {args.screenshot_size!r}")
     if not args.results_dir.is_dir():
         missing = not args.results_dir.exists()
         print(f"error: --results-dir {printable(args.results_dir)} is not a folder"
@@ -220,7 +236,7 @@ def _main(argv: list[str] | None) -> int:
     print(printable(f"wrote {written}"))
     if args.screenshot:
         try:
-            browser.screenshot(html_dir / INDEX, args.screenshot, (int(size[1]), int(size[2])),
+            browser.screenshot(html_dir / INDEX, args.screenshot, args.screenshot_size,
                                anchor=args.screenshot_anchor)
         except browser.BrowserError as err:
             print(printable(f"error: --screenshot: {err}"), file=sys.stderr)

@@ -229,3 +229,23 @@ def test_a_lone_surrogate_in_a_files_text_is_skipped_with_one_line(tmp_path, cap
     assert capsys.readouterr().err.splitlines() == [
         f"warning: skipped {results}/runs/odd.json: attention: \"fam\\udcff\" holds a lone "
         "surrogate (a \\u escape that is no character)"]
+
+
+# ----------------------------------------------------------------------------------------------
+# --screenshot-size: refused at once, before any browser waits.
+
+
+@pytest.mark.parametrize("size", ["0x0", "1280x0", "-1280x800", "99999x800", "1280x99999",
+                                  "1280", "1280x800x2", "axb", ""])
+def test_a_bad_screenshot_size_is_refused_at_once(tmp_path, capsys, size):
+    """Fails on main 69b79f7 for 0x0 and the absurd sizes: accepted, then the command waited 120 s
+    for chromium and blamed the browser."""
+    results = tmp_path / "results"
+    _write(results, "good", run_record("listops", "softmax", "small", 0, 0.4, 0.4))
+    with pytest.raises(SystemExit) as stop:
+        leaderboard.main(["--results-dir", str(results), "--screenshot", str(tmp_path / "x.png"),
+                          f"--screenshot-size={size}"])
+    assert stop.value.code == 2
+    [*_, last] = capsys.readouterr().err.splitlines()
+    assert last.startswith("python -m lra.leaderboard: error: argument --screenshot-size: "), last
+    assert not (results / "LEADERBOARD.md").exists()  # refused before anything ran
