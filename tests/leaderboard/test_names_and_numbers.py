@@ -6,6 +6,8 @@ resolves, the LaTeX compiles, and what cannot be read is skipped with the one li
 import json
 import os
 import re
+import shutil
+import subprocess
 import urllib.parse
 
 import pytest
@@ -249,3 +251,38 @@ def test_a_bad_screenshot_size_is_refused_at_once(tmp_path, capsys, size):
     [*_, last] = capsys.readouterr().err.splitlines()
     assert last.startswith("python -m lra.leaderboard: error: argument --screenshot-size: "), last
     assert not (results / "LEADERBOARD.md").exists()  # refused before anything ran
+
+
+# ----------------------------------------------------------------------------------------------
+# LaTeX: any name compiles with pdflatex.
+
+UNICODE_NAMES = ["αβ-attn", "Δελτα", "模型", "Łódź ș ğ|<x>", "naïve ﬁ µ", "emoji😀", "ϝ"]
+
+
+def test_a_name_in_any_script_compiles_with_pdflatex(tmp_path):
+    """Fails on main 69b79f7: "αβ-attn" went into leaderboard.tex as it was, and pdflatex stopped
+    at it ("Unicode character α (U+03B1) not set up for use with LaTeX")."""
+    results = tmp_path / "results"
+    for i, family in enumerate(UNICODE_NAMES):
+        _write(results, f"f{i}", run_record("listops", family, "small", 0, 0.3 + i / 100, 0.3))
+    over = run_record("listops", "softmax", "small", 0, 0.2, 0.2)
+    over["config"]["model"]["pooling"] = "均值"
+    _write(results, "over", _v2(over, {"model.pooling": "均值"}))
+    out = build_all(results, [])
+    for key in ("tex", "tex_published"):  # a character only where \lraunicode may print it
+        bare = re.sub(r"\\lraunicode\{[0-9A-F]+\}\{.\}", "", out[key])
+        assert bare.isascii(), [ln for ln in bare.splitlines() if not ln.isascii()]
+    tex = out["tex"]
+    assert r"\ensuremath{\alpha}\ensuremath{\beta}-attn" in tex and r"\L{}" not in tex
+    assert r"\lraunicode{6A21}" in tex and tex.count(r"\providecommand\lraunicode") == 1
+    assert r"{\L}\'{o}d\'{z} \c{s} \u{g}\textbar{}\textless{}x\textgreater{}" in tex
+    assert out["tex_published"].count(r"\providecommand\lraunicode") == 1
+    if shutil.which("pdflatex") is None:
+        pytest.skip("pdflatex is not installed (Debian: texlive-latex-recommended)")
+    (results / "leaderboard.tex").write_text(tex)
+    (results / "paper.tex").write_text("\\documentclass{article}\\usepackage{booktabs}"
+                                       "\\begin{document}\\input{leaderboard.tex}\\end{document}\n")
+    run = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "paper.tex"],
+                         cwd=results, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stdout[-3000:]
+    assert "Missing character" not in (results / "paper.log").read_text(errors="replace")
