@@ -47,7 +47,7 @@ def cell_stats(values: list[float]) -> CellStats | None:
     sorted first so that the same seeds in another file order give the same bytes."""
     if not values:
         return None
-    pct = sorted(100.0 * v for v in values)
+    pct = sorted(100.0 * v + 0.0 for v in values)  # + 0.0: a file's -0.0 prints as 0.00
     mean = statistics.fmean(pct)
     if len(pct) == 1:
         return CellStats(1, mean)

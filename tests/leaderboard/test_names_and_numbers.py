@@ -147,6 +147,11 @@ def test_an_integer_no_float_holds_is_skipped_with_one_line(tmp_path, field):
     assert "within ±(2**63 - 1)" in line or "not a loss" in line or "increasing integers" in line
 
 
+def test_a_negative_zero_accuracy_prints_as_zero():
+    """Fails on main 69b79f7: -0.0 (accepted: it is >= 0) printed "-0.00 (1)"."""
+    assert cells.Cell(cells.cell_stats([-0.0])).text() == "0.00 (1)"
+
+
 def test_a_number_json_cannot_even_parse_is_skipped_with_one_line(tmp_path, capsys):
     """Fails on main 69b79f7: an integer of 5000 digits (ValueError) and arrays nested 100000 deep
     (RecursionError) were tracebacks."""
