@@ -32,7 +32,10 @@ from lra.leaderboard import names
 DPI = 100
 RC = {"svg.hashsalt": "lra", "font.family": "DejaVu Sans", "axes.grid": True, "grid.alpha": 0.3,
       "path.simplify": False, "pdf.fonttype": 42, "ps.fonttype": 42, "axes.titlesize": "medium",
-      "legend.frameon": False}
+      "legend.frameon": False,
+      # every text is plain: a name from a result file like "a$\foo$" is no formula (its
+      # mathtext error stopped the whole build)
+      "text.parse_math": False}
 FULL_WIDTH, COLUMN_WIDTH = 6.9, 3.3  # inches: a two-column paper's text width, and one column
 # (file-name suffix, width in inches, formats): the full-width PNG is LEADERBOARD.md's.
 SIZES = (("", FULL_WIDTH, ("png", "svg", "pdf")), ("-onecolumn", COLUMN_WIDTH, ("svg", "pdf")))

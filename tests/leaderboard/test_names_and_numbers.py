@@ -291,3 +291,14 @@ def test_a_name_in_any_script_compiles_with_pdflatex(tmp_path):
                          cwd=results, capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stdout[-3000:]
     assert "Missing character" not in (results / "paper.log").read_text(errors="replace")
+
+
+def test_a_dollar_in_a_name_draws_as_text_in_the_figures(tmp_path):
+    """Fails on main 69b79f7: matplotlib read the family "a$\\foo$" as a formula and the whole
+    build stopped (ParseFatalException: Unknown symbol: \\foo)."""
+    results = tmp_path / "results"
+    rec = run_record("listops", "a$\\foo$", "small", 0, 0.4, 0.4)
+    rec["eval_history"] = {"step": [50, 100], "val_accuracy": [0.3, 0.4], "val_loss": [1.0, 0.9]}
+    _write(results, "run", rec)
+    figures = build_all(results, [])["figures"]
+    assert figures["curves-listops-small.png"].startswith(b"\x89PNG")
