@@ -7,7 +7,6 @@ import statistics
 from collections import defaultdict
 from typing import Any
 
-from lra.bench.efficiency import loglog_slope
 from lra.leaderboard import figures, names
 from lra.leaderboard.accuracy import HEADLINE
 from lra.leaderboard.cells import md_code, md_table, md_text
@@ -147,12 +146,6 @@ def _efficiency_table(rec: dict[str, Any], runs: list[dict[str, Any]], key: tupl
     return lines + more, figs
 
 
-def _slope(xs: list[int], ys: list[float]) -> float | None:
-    """``loglog_slope`` over the points a logarithm takes (a file may record a zero)."""
-    kept = [(x, y) for x, y in zip(xs, ys) if x > 0 and y > 0]
-    return loglog_slope([x for x, _ in kept], [y for _, y in kept])
-
-
 def _table_rows(ok: dict[tuple[str, int], dict[str, Any]], families: list[str],
                 lengths: list[int]) -> list[list[str]]:
     """Per family: steps/s and memory at each length (ratios to softmax), slopes, FLOPs, % of peak."""
@@ -175,7 +168,7 @@ def _table_rows(ok: dict[tuple[str, int], dict[str, Any]], families: list[str],
             xs.append(n)
             ts.append(r["step_time_s"]["median"])
             ms.append(r["memory"]["bytes"])
-        kt, km = _slope(xs, ts), _slope(xs, ms)
+        kt, km = figures.positive_slope(xs, ts), figures.positive_slope(xs, ms)
         last = ok.get((a, longest))
         flops = _num(last["flops"]["per_step"] / 1e9) if last else "—"
         bound = (f"{softmax_last['flops']['per_step'] / last['flops']['per_step']:.2f}x"

@@ -302,3 +302,28 @@ def test_a_dollar_in_a_name_draws_as_text_in_the_figures(tmp_path):
     _write(results, "run", rec)
     figures = build_all(results, [])["figures"]
     assert figures["curves-listops-small.png"].startswith(b"\x89PNG")
+
+
+@pytest.mark.parametrize("memory", [0, 5e-324])
+def test_a_zero_memory_or_time_in_a_bench_file_draws(tmp_path, memory):
+    """Fails on main 69b79f7: a bench file's memory.bytes 0 (accepted: >= 0) divided the bubble
+    chart by zero, 5e-324 took log10(0) (ZeroDivisionError, ValueError: the whole build stopped);
+    a zero step time fitted a slope through log(0)."""
+    results = tmp_path / "results"
+    for family in ("softmax", "linear"):
+        _write(results, family, run_record("text", family, "small", 0, 0.6, 0.6))
+    bench = bench_record()
+    for r in bench["results"]:
+        if r["status"] == "ok":
+            r["memory"]["bytes"] = memory
+            if r["attention"] == "linear" and r["length"] == 512:
+                r["step_time_s"]["median"] = 0
+    (results / "efficiency").mkdir()
+    (results / "efficiency" / "bench.json").write_text(json.dumps(bench))
+    skipped = []
+    out = build_all(results, skipped)
+    assert skipped == []
+    drawn = {name: out["figures"][name] for name in out["figures"] if name.endswith(".png")}
+    assert any("bubble" in name for name in drawn) and all(b.startswith(b"\x89PNG")
+                                                           for b in drawn.values())
+    assert " nan " not in out["markdown"]  # the time slope over the positive points
