@@ -9,7 +9,7 @@ from typing import Any
 
 import tasks
 from lra.leaderboard import identity
-from lra.leaderboard.cells import CELL_LEGEND, cell_objects, md_table
+from lra.leaderboard.cells import CELL_LEGEND, cell_objects, md_code, md_table, md_text
 from lra.leaderboard.curves import CurvesError, chance_level
 from lra.leaderboard.load import device_label, task_columns
 from lra.leaderboard.published import TASKS
@@ -91,7 +91,7 @@ def _table(group: list[dict], metric: str, title: str, *, ranked: bool,
                      "overrides": diff[a], "cell": objects[(a, t)]}
                     for a in attns for t in columns if objects[(a, t)].stats is not None]
     for a in attns:
-        row = [a] + [marked[(a, t)] for t in columns]
+        row = [md_text(a)] + [marked[(a, t)] for t in columns]
         means = [statistics.fmean(cells[(a, t)]) for t in AVG_TASKS if cells[(a, t)]]
         row.append(f"{100 * statistics.fmean(means):.2f}" if len(means) == len(AVG_TASKS)
                    else "—")
@@ -111,7 +111,7 @@ def accuracy_section(runs: list[dict[str, Any]],
     preset_order = {"paper": 0, "small": 1, "tiny": 2}
     for preset, device in sorted(groups, key=lambda g: (preset_order.get(g[0], 9), g)):
         group = groups[(preset, device)]
-        lines += [f"### Preset `{preset}` on {device}", ""]
+        lines += [f"### Preset {md_code(preset)} on {md_text(device)}", ""]
         preset_runs = [r for r in group if not r["_diff"]]
         variants = [r for r in group if r["_diff"]]
         for metric, title in metrics:
@@ -127,11 +127,11 @@ def accuracy_section(runs: list[dict[str, Any]],
         for r in sorted(group, key=lambda r: (r["task"], r["_row"], r["seed"], r["_file"])):
             m = r["metrics"]
             mem = m.get("peak_memory") or {}
-            speed_rows.append([r["task"], r["_row"], str(r["seed"]), str(m["steps"]),
+            speed_rows.append([md_text(r["task"]), md_text(r["_row"]), str(r["seed"]), str(m["steps"]),
                                f"{m['steps_per_s']:.2f}" if m.get("steps_per_s") else "—",
                                f"{m['wall_time_s'] / 60:.1f}",
                                f"{mem.get('bytes', 0) / 2**30:.2f}" if mem else "—",
-                               r["git"]["commit"][:10], f"`{r['_file']}`"])
+                               md_text(r["git"]["commit"][:10]), md_code(r["_file"])])
         lines += ["Runs (peak memory: device peak on accelerators, process peak RSS on CPU):", ""]
         lines += md_table(["task", "attention", "seed", "steps", "steps/s", "wall min",
                          "peak mem GiB", "commit", "file"], speed_rows) + [""]

@@ -29,6 +29,7 @@ from typing import Any
 from lra import atomic, stop_signals
 from lra.leaderboard import browser, curves, figures, reader, tuned
 from lra.leaderboard.accuracy import MODERN_HEADLINE_AND_SECOND, accuracy_section
+from lra.leaderboard.cells import md_code
 from lra.leaderboard.efficiency import FIGURE_PREFIX, FIGURES_DIR, efficiency_section
 from lra.leaderboard.export import to_csv, to_tex, to_tex_with_published
 from lra.leaderboard.load import (
@@ -36,6 +37,7 @@ from lra.leaderboard.load import (
     ResultFileError,
     load_efficiency,
     load_peers,
+    printable,
     protocol,
 )
 from lra.leaderboard.peers import peers_section
@@ -93,10 +95,10 @@ def build_all(results_dir: Path, skipped: list[str] | None = None, *,
     lines += accuracy_section(runs, collect=cells) if runs else ["No result files yet.", ""]
     if superseded:
         lines += ["Superseded (a newer file measures the same task, family, preset, protocol, device, "
-                  "seed and config; only the newest counts): " + ", ".join(f"`{f}`" for f in superseded), ""]
+                  "seed and config; only the newest counts): " + ", ".join(map(md_code, superseded)), ""]
     if evaluations:
         lines += ["Evaluations of checkpoints (`python -m lra.evaluate --write-result`; not seeds, "
-                  "not in any cell): " + ", ".join(f"`{f}`" for f in evaluations), ""]
+                  "not in any cell): " + ", ".join(map(md_code, evaluations)), ""]
     lines += ["## Measured, modern protocol", "",
               "The families' published modern recipes (`--protocol modern`); not comparable with the "
               "LRA-protocol tables above, and never ranked with them.", ""]
@@ -160,6 +162,24 @@ def main(argv: list[str] | None = None) -> int:
             return stop_signals.EXIT_RESUMABLE
 
 
+# A browser window's sides in pixels: below, no table is readable; above, chromium works for
+# minutes on one PNG and the command would look hung.
+SCREEN_SIDE = (100, 8192)
+
+
+def window_size(text: str) -> tuple[int, int]:
+    """``--screenshot-size``: ``WIDTHxHEIGHT`` in pixels, each side within ``SCREEN_SIDE``
+    (argparse prints the message and exits 2: a bad size is refused before anything runs)."""
+    size = re.fullmatch(r"\s*(\d{1,9})\s*[xX]\s*(\d{1,9})\s*", text)
+    if not size:
+        raise argparse.ArgumentTypeError(f"expected WIDTHxHEIGHT in pixels like 1280x800, got {text!r}")
+    width, height = int(size[1]), int(size[2])
+    low, high = SCREEN_SIDE
+    if not (low <= width <= high and low <= height <= high):
+        raise argparse.ArgumentTypeError(f"{width}x{height}: each side must be {low} to {high} pixels")
+    return width, height
+
+
 def _main(argv: list[str] | None) -> int:
     p = argparse.ArgumentParser(prog="python -m lra.leaderboard", description=__doc__.split("\n")[0])
     p.add_argument("--results-dir", type=Path, default=default_results_dir(),
@@ -176,19 +196,17 @@ def _main(argv: list[str] | None) -> int:
                         "in seconds; drawing the figures takes most of a full build's time)")
     p.add_argument("--screenshot", type=Path, default=None, metavar="PATH",
                    help="then take a PNG of the page with a headless chromium")
-    p.add_argument("--screenshot-size", default="1280x800", metavar="WxH",
-                   help="the window of --screenshot (default 1280x800; a phone: 390x844)")
+    p.add_argument("--screenshot-size", default=(1280, 800), type=window_size, metavar="WxH",
+                   help=f"the window of --screenshot in pixels, each side {SCREEN_SIDE[0]} to "
+                        f"{SCREEN_SIDE[1]} (default 1280x800; a phone: 390x844)")
     p.add_argument("--screenshot-anchor", default="", metavar="ANCHOR",
                    help="the view or cell --screenshot shows, e.g. lra/small/listops/softmax")
     args = p.parse_args(argv)
     if args.no_html and (args.html or args.screenshot):
         p.error("--no-html writes no page: --html and --screenshot need one")
-    size = re.fullmatch(r"(\d+)x(\d+)", args.screenshot_size)
-    if not size:
-        p.error(f"--screenshot-size: expected WIDTHxHEIGHT like 1280x800, got {args.screenshot_size!r}")
     if not args.results_dir.is_dir():
         missing = not args.results_dir.exists()
-        print(f"error: --results-dir {args.results_dir} is not a folder"
+        print(f"error: --results-dir {printable(args.results_dir)} is not a folder"
               + ("; no run has written there yet (lra.run and lra.sweep write to the same default"
                  "); the project's reference table: python -m lra.leaderboard --results-dir "
                  "results" if missing else ""), file=sys.stderr)
@@ -212,18 +230,18 @@ def _main(argv: list[str] | None) -> int:
         stop_signals.test_hook("write")
         written = write(args.results_dir, out, html_dir, figures=not args.no_figures)
     except OSError as err:
-        print(f"error: cannot write the leaderboard under {args.results_dir}: "
-              f"{err.strerror or err} ({err.filename or args.results_dir})", file=sys.stderr)
+        print(printable(f"error: cannot write the leaderboard under {args.results_dir}: "
+                        f"{err.strerror or err} ({err.filename or args.results_dir})"), file=sys.stderr)
         return 1
-    print(f"wrote {written}")
+    print(printable(f"wrote {written}"))
     if args.screenshot:
         try:
-            browser.screenshot(html_dir / INDEX, args.screenshot, (int(size[1]), int(size[2])),
+            browser.screenshot(html_dir / INDEX, args.screenshot, args.screenshot_size,
                                anchor=args.screenshot_anchor)
         except browser.BrowserError as err:
-            print(f"error: --screenshot: {err}", file=sys.stderr)
+            print(printable(f"error: --screenshot: {err}"), file=sys.stderr)
             return 1
-        print(f"wrote {args.screenshot}")
+        print(printable(f"wrote {args.screenshot}"))
     return 0
 
 

@@ -4,6 +4,7 @@ Markdown table every section prints."""
 from __future__ import annotations
 
 import math
+import re
 import statistics
 from collections import Counter
 from dataclasses import dataclass
@@ -46,7 +47,7 @@ def cell_stats(values: list[float]) -> CellStats | None:
     sorted first so that the same seeds in another file order give the same bytes."""
     if not values:
         return None
-    pct = sorted(100.0 * v for v in values)
+    pct = sorted(100.0 * v + 0.0 for v in values)  # + 0.0: a file's -0.0 prints as 0.00
     mean = statistics.fmean(pct)
     if len(pct) == 1:
         return CellStats(1, mean)
@@ -121,8 +122,44 @@ def cell_objects(cells: dict[tuple[str, str], list[float]], attns: list[str],
     return out
 
 
+# Markdown's escapes (docs/results.md "Names in the tables"). A name comes from a result file
+# written anywhere, so it may hold anything; in a table a raw ``|`` ends its cell and moves every
+# number after it one column on, and a line break ends the table.
+_LINE_BREAKS = re.compile(r"\r\n|[\r\n\v\f\x1c-\x1e\x85\u2028\u2029]")
+_INLINE_SPECIALS = re.compile(r"([\\`*<])")
+
+
+def _one_line(text: object) -> str:
+    return _LINE_BREAKS.sub(" ", str(text))
+
+
+def md_text(text: object) -> str:
+    """``text`` (a name, label or value read from a file) as Markdown that prints it as written:
+    on one line (a line break becomes a space), a backslash, backtick, ``*`` or ``<`` escaped so
+    that it starts no code, emphasis or HTML. In a table ``md_table`` escapes the ``|``."""
+    return _INLINE_SPECIALS.sub(r"\\\1", _one_line(text))
+
+
+def md_code(text: object) -> str:
+    """``text`` (a file name, a commit) as one Markdown code span on one line: the fence is longer
+    than any run of backticks inside (code spans take no backslash escapes)."""
+    text = _one_line(text)
+    fence = "`" * (1 + max((len(run) for run in re.findall(r"`+", text)), default=0))
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def md_cell(text: object) -> str:
+    """One table cell's Markdown that stays in its column (GitHub's tables, GFM): every ``|``
+    escaped as ``\\|`` (also inside a code span, as GFM reads it) and any line break left a space.
+    ``md_table`` passes every cell through here; its pieces read from files went through
+    ``md_text`` or ``md_code`` first."""
+    return _one_line(text).replace("|", "\\|")
+
+
 def md_table(header: list[str], rows: list[list[str]]) -> list[str]:
-    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    out += ["| " + " | ".join(r) + " |" for r in rows]
+    """A Markdown table; every cell through ``md_cell``."""
+    out = ["| " + " | ".join(map(md_cell, header)) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    out += ["| " + " | ".join(map(md_cell, r)) + " |" for r in rows]
     return out
 

@@ -7,10 +7,9 @@ import statistics
 from collections import defaultdict
 from typing import Any
 
-from lra.bench.efficiency import loglog_slope
 from lra.leaderboard import figures, names
 from lra.leaderboard.accuracy import HEADLINE
-from lra.leaderboard.cells import md_table
+from lra.leaderboard.cells import md_code, md_table, md_text
 from lra.leaderboard.load import bench_device_label
 
 FIGURES_DIR = "figures"
@@ -93,7 +92,7 @@ def efficiency_section(records: list[dict[str, Any]], runs: list[dict[str, Any]]
         figs.update(figs_more)
         if len(history) > 1:
             lines += ["Earlier files for this setting (not shown): "
-                      + ", ".join(f"`{r['_file']}`" for r in history[:-1]), ""]
+                      + ", ".join(md_code(r["_file"]) for r in history[:-1]), ""]
     return lines, figs
 
 
@@ -105,13 +104,14 @@ def _fusions_line(ok: dict[tuple[str, int], dict[str, Any]], families: list[str]
         return []
     sources = sorted({c["source"] for c in chosen.values()})
     how = ("the faster of the two, as `lra.run --xla-cpu-fusions auto` picks it"
-           if sources == ["auto"] else "source: " + ", ".join(sources))
+           if sources == ["auto"] else "source: " + ", ".join(map(md_text, sources)))
     off = []
     for a in families:
         have = [n for n in lengths if (a, n) in chosen]
         without = [n for n in have if chosen[(a, n)]["choice"] == "off"]
         if without:
-            off.append(f"{a} ({'every length' if without == have else ', '.join(map(str, without))})")
+            where = "every length" if without == have else ", ".join(map(str, without))
+            off.append(f"{md_text(a)} ({where})")
     what = ("without XLA:CPU's YNN fusions for " + ", ".join(off) + "; with them for the rest"
             if off else "with XLA:CPU's YNN fusions for every config")
     return [f"Step program timed ({how}): {what}.", ""]
@@ -130,10 +130,11 @@ def _efficiency_table(rec: dict[str, Any], runs: list[dict[str, Any]], key: tupl
     families = family_order({r["attention"] for r in rec["results"]})
     peak = rec.get("matmul_peak", {}).get("flops_per_s")
     longest = max(lengths)
-    lines = [f"### `{task}` model, batch {batch}, {dtype}, on {device}", "",
-             f"File `{rec['_file']}` (commit {rec['git']['commit'][:10]}, {rec['date']}, median of "
-             f"{rec['steps']} timed steps after {rec['warmup']} untimed warm-up step(s)). Timing: "
-             f"{rec.get('timing', ONE_PROCESS)}. Memory: {rec['memory_method']}."
+    lines = [f"### {md_code(task)} model, batch {batch}, {md_text(dtype)}, on {md_text(device)}", "",
+             f"File {md_code(rec['_file'])} (commit {md_text(rec['git']['commit'][:10])}, "
+             f"{rec['date']}, median of {rec['steps']} timed steps after {rec['warmup']} untimed "
+             f"warm-up step(s)). Timing: {md_text(rec.get('timing', ONE_PROCESS))}. Memory: "
+             f"{md_text(rec['memory_method'])}."
              + (f" Measured matmul peak of this device: {peak / 1e9:.1f} GFLOP/s." if peak else ""),
              ""]
     header = (["attention"] + [f"steps/s {n}" for n in lengths] + [f"memory GiB {n}" for n in lengths]
@@ -167,13 +168,14 @@ def _table_rows(ok: dict[tuple[str, int], dict[str, Any]], families: list[str],
             xs.append(n)
             ts.append(r["step_time_s"]["median"])
             ms.append(r["memory"]["bytes"])
-        kt, km = loglog_slope(xs, ts), loglog_slope(xs, ms)
+        kt, km = figures.positive_slope(xs, ts), figures.positive_slope(xs, ms)
         last = ok.get((a, longest))
         flops = _num(last["flops"]["per_step"] / 1e9) if last else "—"
         bound = (f"{softmax_last['flops']['per_step'] / last['flops']['per_step']:.2f}x"
-                 if last and softmax_last and a != "softmax" else "—")
+                 if last and softmax_last and a != "softmax" and last["flops"]["per_step"] > 0
+                 else "—")
         frac = f"{100 * last['fraction_of_peak']:.1f}" if last and last.get("fraction_of_peak") else "—"
-        rows.append([a, *speed, *mem, "—" if kt is None else f"{kt:.2f}",
+        rows.append([md_text(a), *speed, *mem, "—" if kt is None else f"{kt:.2f}",
                      "—" if km is None else f"{km:.2f}", flops, bound, frac])
     return rows
 
@@ -185,7 +187,7 @@ def _notes(rec: dict[str, Any], ok: dict[tuple[str, int], dict[str, Any]], famil
     skipped = []
     for r in sorted(rec["results"], key=lambda r: (r["attention"], r["length"])):
         if r["status"] != "ok":
-            skipped.append(f"- `{r['attention']}` at {r['length']}: {r['reason']}")
+            skipped.append(f"- {md_code(r['attention'])} at {r['length']}: {md_text(r['reason'])}")
     checks = sorted(r["memory"]["rss_growth_vs_compiled_transient"] for r in ok.values()
                     if r["memory"].get("rss_growth_vs_compiled_transient") is not None)
     if checks:
@@ -214,7 +216,9 @@ def _figures(ok: dict[tuple[str, int], dict[str, Any]], runs: list[dict[str, Any
     series = {a: [(n, ok[(a, n)]["step_time_s"]["median"], ok[(a, n)]["memory"]["bytes"])
                   for n in lengths if (a, n) in ok] for a in families}
     series = {a: pts for a, pts in series.items() if pts}
-    setting = f"{task} model, batch {batch}, {dtype}, {device}"
+    # the images' alt text: a bracket there would end it
+    setting = md_text(f"{task} model, batch {batch}, {dtype}, {device}").replace("[", "\\[").replace(
+        "]", "\\]")
     shown = f"{names.task_name(task)} model, batch {batch}, {dtype}, {device}"  # in the figures
     if series:
         name = f"{stem}-scaling.png"
@@ -236,9 +240,10 @@ def _figures(ok: dict[tuple[str, int], dict[str, Any]], runs: list[dict[str, Any
     figs.add(f"{stem}-bubble", drawn)
     lines += [f"![speed vs accuracy, bubble area = memory, {setting}]({FIGURES_DIR}/{name})", "",
               f"Bubble chart: x = speed relative to softmax at length {at}, y = mean test accuracy at "
-              f"the last step over seeds (preset `{preset}`, over {over}), bubble area = "
+              f"the last step over seeds (preset {md_code(preset)}, over {over}), bubble area = "
               f"peak memory at length {at}."
-              + (f" Not shown (no accuracy runs or no measurement at {at}): {', '.join(left_out)}."
+              + (f" Not shown (no accuracy runs or no measurement at {at}): "
+                 f"{', '.join(map(md_text, left_out))}."
                  if left_out else ""), ""]
     return lines, figs
 

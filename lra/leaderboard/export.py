@@ -22,6 +22,7 @@ import csv
 import io
 import re
 import statistics
+import unicodedata
 from collections import Counter
 from typing import Any
 
@@ -94,15 +95,88 @@ def to_csv(cells: list[dict[str, Any]]) -> str:
 # ----------------------------------------------------------------------------------------------
 # LaTeX.
 
+# LaTeX's escapes (docs/results.md "Names in the tables"). The output compiles with pdflatex and
+# LaTeX's default fonts, with nothing in the preamble but booktabs, whatever the names hold.
 _TEX_ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
                 "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
-                "^": r"\textasciicircum{}", "[": "{[}", "]": "{]}",
-                "ö": r"\"{o}", "ä": r"\"{a}", "ü": r"\"{u}", "é": r"\'{e}", "è": r"\`{e}",
-                "±": r"$\pm$", "≈": r"$\approx$", "·": r"$\cdot$", "–": "--", "—": "---"}
+                "^": r"\textasciicircum{}", "[": "{[}", "]": "{]}", "|": r"\textbar{}",
+                "<": r"\textless{}", ">": r"\textgreater{}",
+                "±": r"$\pm$", "≈": r"$\approx$", "·": r"$\cdot$", "–": "--", "—": "---",
+                "×": r"$\times$", "−": "$-$", "…": r"\ldots{}", "‘": "`", "’": "'", "“": "``",
+                "”": "''", "\u00a0": "~", "°": r"$^{\circ}$", "≤": r"$\leq$", "≥": r"$\geq$",
+                "→": r"$\rightarrow$", "∞": r"$\infty$", "§": r"\S{}", "¶": r"\P{}",
+                "©": r"\copyright{}", "£": r"\pounds{}", "†": r"$\dagger$",
+                "ß": r"{\ss}", "æ": r"{\ae}", "Æ": r"{\AE}", "œ": r"{\oe}", "Œ": r"{\OE}",
+                "ø": r"{\o}", "Ø": r"{\O}", "ł": r"{\l}", "Ł": r"{\L}", "ı": r"{\i}"}
+# Accents the default (OT1) fonts set over a letter, by Unicode's combining mark.
+_TEX_ACCENTS = {"\u0300": "`", "\u0301": "'", "\u0302": "^", "\u0303": "~", "\u0304": "=",
+                "\u0306": "u", "\u0307": ".", "\u0308": '"', "\u030a": "r", "\u030b": "H",
+                "\u030c": "v", "\u0323": "d", "\u0326": "c", "\u0327": "c",
+                "\u0331": "b"}  # a comma below (Romanian) set as a cedilla
+# Greek letters, as mathematics: their LaTeX names (Unicode spells lambda LAMDA); a capital with a
+# Latin twin is that letter.
+_GREEK = {"lamda": "lambda", "epsilon": "varepsilon", "phi": "varphi", "final sigma": "varsigma",
+          "omicron": "o"}
+_GREEK_LETTERS = set("alpha beta gamma delta epsilon zeta eta theta iota kappa lamda mu nu xi omicron "
+                     "pi rho sigma tau upsilon phi chi psi omega".split()) | {"final sigma"}
+_GREEK_CAPITALS = set("Gamma Delta Theta Lambda Xi Pi Sigma Upsilon Phi Psi Omega".split())
+# A character none of these cover (CJK, Cyrillic, emoji, ...) is written ``\lraunicode{4E2D}{中}``;
+# the tables define it (only where one is used) to print the code point, U+4E2D; a XeLaTeX or
+# LuaLaTeX document prints the character itself with \newcommand\lraunicode[2]{#2} before \input.
+UNICODE_COMMAND = r"\providecommand\lraunicode[2]{\texttt{U+#1}}"
+
+
+def _greek(ch: str) -> str | None:
+    name = unicodedata.name(ch, "")
+    for case, prefix in (("small", "GREEK SMALL LETTER "), ("capital", "GREEK CAPITAL LETTER ")):
+        if name.startswith(prefix) and " WITH " not in name:
+            letter = name[len(prefix):].lower()
+            if letter not in _GREEK_LETTERS:  # archaic letters (digamma, ...): no LaTeX name
+                return None
+            letter = _GREEK.get(letter, letter)
+            if len(letter) == 1:  # omicron
+                return letter.upper() if case == "capital" else letter
+            if case == "small":
+                return rf"\ensuremath{{\{letter}}}"
+            cap = letter.capitalize().removeprefix("Var").lower().capitalize()
+            if cap in _GREEK_CAPITALS:
+                return rf"\ensuremath{{\{cap}}}"
+            return ch.translate(_LATIN_TWINS)
+    return None
+
+
+# Capital Greek letters drawn as Latin ones (Alpha, Beta, Epsilon, ...).
+_LATIN_TWINS = str.maketrans("ΑΒΕΖΗΙΚΜΝΟΡΤΥΧ", "ABEZHIKMNOPTYX")
+
+
+def _tex_char(ch: str) -> str:
+    """One character as LaTeX (``tex_escape``)."""
+    if ch in _TEX_ESCAPES:
+        return _TEX_ESCAPES[ch]
+    if ch < " " or ch == "\x7f":  # a control character; a line break would end the cell
+        return " "
+    if ch.isascii():
+        return ch
+    base, *marks = unicodedata.normalize("NFD", ch)
+    greek = _greek(base)  # a Greek letter's accents (tonos) left out
+    if greek is not None:
+        return greek
+    if marks and base.isascii() and base.isalpha() and all(m in _TEX_ACCENTS for m in marks):
+        out = {"i": r"\i", "j": r"\j"}.get(base, base)  # dotless under an accent
+        for mark in marks:
+            out = f"\\{_TEX_ACCENTS[mark]}{{{out}}}"
+        return out
+    compatible = unicodedata.normalize("NFKC", ch)  # a ligature, a full-width letter, micro
+    if compatible != ch:
+        return tex_escape(compatible)
+    return rf"\lraunicode{{{ord(ch):04X}}}{{{ch}}}"
 
 
 def tex_escape(text: str) -> str:
-    return "".join(_TEX_ESCAPES.get(ch, ch) for ch in str(text))
+    """``text`` (a name, label or value) as LaTeX that prints it with the default fonts: its
+    specials escaped, accented Latin letters as accents, Greek letters as mathematics, anything
+    else as its code point (``UNICODE_COMMAND``)."""
+    return "".join(map(_tex_char, str(text)))
 
 
 MARKS = {"tied": r"$^{\approx}$", "few": r"$^{\dagger}$", "chance": r"$^{\circ}$"}
@@ -253,6 +327,16 @@ def _preamble(name: str) -> list[str]:
             f"% Needs \\usepackage{{booktabs}}; \\input{{{name}}} where the tables go.", ""]
 
 
+def _document(lines: list[str]) -> str:
+    """The file's text; ``UNICODE_COMMAND`` defined after the preamble where a name needs it."""
+    text = "\n".join(lines).rstrip() + "\n"
+    if "\\lraunicode{" not in text:
+        return text
+    head, _, body = text.partition("\n\n")
+    return (f"{head}\n% A character the default fonts lack: its code point (redefine \\lraunicode "
+            f"as #2 for XeLaTeX or LuaLaTeX).\n{UNICODE_COMMAND}\n\n{body}")
+
+
 TUNED_CAPTION = (" Tuned on validation: each row is the grid point \\texttt{lra.sweep --select} "
                  "chose for its task and family (the best mean validation accuracy over seeds; "
                  "test read only for it), the chosen values in brackets; ranked among the tuned "
@@ -290,7 +374,7 @@ def to_tex(cells: list[dict[str, Any]], tuned: list[dict[str, Any]] = ()) -> str
         lines += _measured_table((protocol, preset, device, False), table, tuned=True)
     for protocol in ("lra", "modern"):
         lines += _published_table(protocol)
-    return "\n".join(lines).rstrip() + "\n"
+    return _document(lines)
 
 
 def _sources(protocol: str) -> dict[str, str]:
@@ -355,4 +439,4 @@ def to_tex_with_published(cells: list[dict[str, Any]]) -> str:
         lines += _measured_table(
             key, table, extra, " Under the rule: published rows of the same protocol, as printed, "
             "never ranked with the measured rows above. " + _sources_note(protocol), all_tasks=True)
-    return "\n".join(lines).rstrip() + "\n"
+    return _document(lines)

@@ -37,7 +37,10 @@ from lra.leaderboard import names
 DPI = 100
 RC = {"svg.hashsalt": "lra", "font.family": "DejaVu Sans", "axes.grid": True, "grid.alpha": 0.3,
       "path.simplify": False, "pdf.fonttype": 42, "ps.fonttype": 42, "axes.titlesize": "medium",
-      "legend.frameon": False}
+      "legend.frameon": False,
+      # every text is plain: a name from a result file like "a$\foo$" is no formula (its
+      # mathtext error stopped the whole build)
+      "text.parse_math": False}
 FULL_WIDTH, COLUMN_WIDTH = 6.9, 3.3  # inches: a two-column paper's text width, and one column
 # (file-name suffix, width in inches, formats): the full-width PNG is LEADERBOARD.md's.
 SIZES = (("", FULL_WIDTH, ("png", "svg", "pdf")), ("-onecolumn", COLUMN_WIDTH, ("svg", "pdf")))
@@ -210,7 +213,8 @@ def bubble_figure(points: Sequence[Mapping], *, title: str, xlabel: str, ylabel:
     ax = fig.add_subplot()
     colours = style([p["name"] for p in points])
     biggest = max(p["memory"] for p in points)
-    scale = 1100.0 * (width / FULL_WIDTH) ** 2 / biggest  # points^2 per byte
+    # points^2 per byte; a file may record zero bytes (or a fraction of one): no area then
+    scale = 1100.0 * (width / FULL_WIDTH) ** 2 / biggest if biggest >= 1 else 0.0
     for p in sorted(points, key=lambda p: (-p["memory"], p["name"])):  # small ones on top
         ax.scatter([p["x"]], [p["y"]], s=scale * p["memory"], color=colours[p["name"]]["color"],
                    alpha=0.45, edgecolors="black", linewidths=0.5, zorder=2)
@@ -240,6 +244,8 @@ def bubble_figure(points: Sequence[Mapping], *, title: str, xlabel: str, ylabel:
 def _reference_sizes(biggest: float) -> list[float]:
     """Two or three round GiB sizes at or below ``biggest`` bytes for the bubble legend."""
     top = biggest / 2**30
+    if biggest < 1:  # zero bytes recorded (or a fraction of one): no bubble has an area
+        return []
     exp = math.floor(math.log10(top))
     sizes = [m * 10.0**e for e in (exp - 1, exp) for m in (1, 2, 5) if m * 10.0**e <= top]
     return sizes[-3:]
@@ -357,7 +363,7 @@ def scaling_figure(series: Mapping[str, Sequence[tuple[int, float, float]]], *, 
             pts = sorted(series[name])
             xs = [p[0] for p in pts]
             ys = [p[index] / (2**30 if index == 2 else 1) for p in pts]
-            slopes[name].append(loglog_slope(xs, ys))
+            slopes[name].append(positive_slope(xs, ys))
             st = colours[name]
             ax.plot(xs, ys, marker=st["marker"], color=st["color"], ms=3.5 if full else 3,
                     lw=1.8 if name == "softmax" else 1.0, label=names.family_name(name))
@@ -379,6 +385,13 @@ def scaling_figure(series: Mapping[str, Sequence[tuple[int, float, float]]], *, 
                handlelength=1.6, columnspacing=1.0)
     fig.suptitle(wrap(title, width * 0.95, size), fontsize=size)
     return fig
+
+
+def positive_slope(xs: Sequence[float], ys: Sequence[float]) -> float | None:
+    """``loglog_slope`` over the points a logarithm takes (a file may record a zero time or
+    memory); None below two such points."""
+    kept = [(x, y) for x, y in zip(xs, ys) if x > 0 and y > 0]
+    return loglog_slope([x for x, _ in kept], [y for _, y in kept])
 
 
 def _slope(k: float | None) -> str:

@@ -36,12 +36,18 @@ class ResultFileError(ValueError):
 # Field checks: each raises ResultFileError naming the dotted field and what was expected.
 
 
-def _number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+# The largest integer a file may hold (int64's): JSON has no bound, but every reader turns a number
+# into a float to print or divide it, and 10**400 has none (OverflowError).
+MAX_INTEGER = 2**63 - 1
 
 
 def _integer(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, int) and not isinstance(value, bool) and abs(value) <= MAX_INTEGER
+
+
+def _number(value: Any) -> bool:
+    """A finite float, or an integer within ``MAX_INTEGER``: a number every reader can print."""
+    return _integer(value) or (isinstance(value, float) and math.isfinite(value))
 
 
 def _get(record: dict[str, Any], field: str, *, optional: bool = False) -> Any:
@@ -75,6 +81,8 @@ def _need(record: dict[str, Any], field: str, what: str, *, optional: bool = Fal
           "bool": lambda v: isinstance(v, bool)}[what](value)
     expected = {"str": "a non-empty string", "int": "an integer", "number": "a finite number",
                 "object": "an object", "list": "a list", "bool": "true or false"}[what]
+    if not ok and what in ("int", "number") and isinstance(value, int) and not isinstance(value, bool):
+        expected = f"{expected} within ±(2**63 - 1)"  # an integer too large (MAX_INTEGER)
     if ok and low is not None and value < low:
         ok, expected = False, f"{expected} >= {low}"
     if ok and high is not None and value > high:
@@ -204,6 +212,9 @@ def _check_data(record: dict[str, Any], version: int) -> None:
     evaluated = _need(record, "data.evaluated", "object", optional=version == 1) or {}
     for split in evaluated:
         _need(record, f"data.evaluated.{split}", "int", low=0)
+    # the examples of each split: the at-chance mark reads the test split's where evaluated lacks it
+    for split in _need(record, "data.examples", "object", optional=True) or {}:
+        _need(record, f"data.examples.{split}", "int", low=0, nullable=True)
     empty = [split for split, n in evaluated.items() if n == 0]
     if empty:
         raise ResultFileError(f"data.evaluated: its evaluation saw zero examples ({', '.join(empty)})")
@@ -276,20 +287,61 @@ def _check_tracker(record: dict[str, Any]) -> None:
 
 def _read_json(path: Path) -> Any:
     try:
-        return json.loads(path.read_bytes().decode("utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        record = json.loads(path.read_bytes().decode("utf-8"))
+    # ValueError: an integer of over 4300 digits (Python's limit); RecursionError: nested too deep
+    except (OSError, ValueError, RecursionError) as err:
         raise ResultFileError(f"unreadable ({type(err).__name__}: {err})") from None
+    _check_text(record)
+    return record
+
+
+def _check_text(value: Any, where: str = "") -> None:
+    """Every string (and key) of a file's JSON is text: a lone surrogate (``"\\udcff"``, which
+    JSON allows) is no character, and no output could be written with it."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _check_text(key, where)
+            _check_text(item, f"{where}.{key}" if where else str(key))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            _check_text(item, f"{where}[{i}]")
+    elif isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            shown = _shown(value)[:80]
+            raise ResultFileError(f"{_shown(where) or 'a key'}: \"{shown}\" holds a lone surrogate "
+                                  f"(a \\u escape that is no character)") from None
+
+
+def _shown(text: str) -> str:
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def printable(path: Path | str) -> str:
+    """``path`` as text every stream and file can hold: a byte of the name that is not UTF-8 (which
+    Python keeps as a lone surrogate) written ``\\xff``."""
+    return str(path).encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 def skip_line(path: Path | str, err: Exception) -> str:
     """The one line that says why a file is not read: ``<path>: <field>: <what was expected>``
     (every command that reads result files prints this line for a file it skips)."""
-    return f"{path}: {err}"
+    return f"{printable(path)}: {err}"
+
+
+def _check_name(path: Path) -> None:
+    """A file whose name is not UTF-8 is not read: no table, CSV or web page can print its name."""
+    try:
+        path.name.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ResultFileError("file name: not UTF-8 (no output can print it); rename the file") \
+            from None
 
 
 def _skip(path: Path, err: ResultFileError, skipped: list[str] | None, what: str) -> None:
     if skipped is None:
-        raise ResultFileError(f"{path}: not a valid {what} ({err})") from None
+        raise ResultFileError(f"{printable(path)}: not a valid {what} ({err})") from None
     skipped.append(skip_line(path, err))
 
 
@@ -311,6 +363,7 @@ def load_runs(results_dir: Path, skipped: list[str] | None = None,
     runs = []
     for path in _files(Path(results_dir) / "runs", "*.json"):
         try:
+            _check_name(path)
             record = _read_json(path)
             if is_evaluation(record):
                 if evaluations is not None:
@@ -384,6 +437,7 @@ def load_efficiency(results_dir: Path, skipped: list[str] | None = None) -> list
     records = []
     for path in _files(Path(results_dir) / "efficiency", "*.json"):
         try:
+            _check_name(path)
             record = _read_json(path)
             check_efficiency(record)
         except ResultFileError as err:
@@ -433,10 +487,12 @@ def load_peers(results_dir: Path, skipped: list[str] | None = None) -> list[Path
     valid = []
     for path in _files(Path(results_dir) / "efficiency", PEERS_PATTERN):
         try:
+            _check_name(path)
             try:
                 text = path.read_bytes().decode("utf-8")
                 rows = [json.loads(line) for line in text.splitlines() if line.strip()]
-            except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+                _check_text(rows)
+            except (OSError, ValueError, RecursionError) as err:  # as in _read_json
                 raise ResultFileError(f"unreadable ({type(err).__name__}: {err})") from None
             check_peers_rows(rows)
         except ResultFileError as err:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import html
 import json
 import re
+import urllib.parse
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -262,7 +263,9 @@ def _peers(newest: tuple[str, list[str]] | None, older: list[str]) -> dict[str, 
     paras, header, rows = [], None, []
     for line in lines:
         if line.startswith("|"):
-            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            # a cell's own "|" is escaped (cells.md_cell): split at the others only
+            cells = [c.strip().replace("\\|", "|")
+                     for c in re.split(r"(?<!\\)\|", line.strip()[1:-1])]
             if all(set(c) <= {"-", ":"} for c in cells):
                 continue
             if header is None:
@@ -281,7 +284,9 @@ def site_data(cells: list[dict[str, Any]], runs: list[dict[str, Any]], bench: li
     """Everything the page shows, as JSON-able data (see ``site_files``)."""
     kinds = sorted({names.family_kind(c["family"]) or "" for c in cells} - {""})
     return {"legend": CELL_LEGEND, "marks": MARKS, "kinds": kinds,
-            "results": results_href.rstrip("/") + "/",
+            # a link is a URL: a folder named "a#b" or "100%" is quoted, a byte that is not
+            # UTF-8 written as its %XX
+            "results": urllib.parse.quote(results_href.rstrip("/") + "/", errors="surrogateescape"),
             "views": _accuracy_views(cells, runs), "efficiency": _efficiency(bench, runs),
             "peers": _peers(peers, older_peers or [])}
 
