@@ -130,7 +130,9 @@ def load(results_dir: Path, result_set: reader.ResultSet,
         try:
             try:
                 record = json.loads(path.read_bytes().decode("utf-8"))
-            except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+            # ValueError: not UTF-8, not JSON, or an integer of over 4300 digits; RecursionError:
+            # nested too deep (as the reader's _read_json)
+            except (OSError, ValueError, RecursionError) as err:
                 raise ResultFileError(f"unreadable ({type(err).__name__}: {err})") from None
             chosen = _check(record, runs)
         except ResultFileError as err:

@@ -66,6 +66,21 @@ def test_a_selection_naming_a_file_that_is_not_there_is_skipped_with_one_line(tm
     assert "## Tuned on validation" not in out["markdown"]
 
 
+@pytest.mark.parametrize("text", ['{"format": ' + "9" * 5000 + "}", "[" * 100_000 + "]" * 100_000,
+                                  b"\xff\xfe not utf-8"], ids=["huge-integer", "deep", "bytes"])
+def test_a_selection_file_python_cannot_parse_is_skipped_with_one_line(tmp_path, text):
+    """An integer over Python's 4,300 digits, JSON nested past the recursion limit, bytes that
+    are not UTF-8: one skip line, as the reader gives for result files, never a traceback."""
+    folder = tmp_path / "selections"
+    folder.mkdir()
+    (folder / "x.json").write_bytes(text if isinstance(text, bytes) else text.encode())
+    skipped: list[str] = []
+    out = build_all(tmp_path, skipped)
+    [line] = [s for s in skipped if "selections" in s]
+    assert "x.json" in line and "unreadable" in line
+    assert "## Tuned on validation" not in out["markdown"]
+
+
 def _rerun(res, attn, lr, seed, val, test, name):
     """A newer run of one seed of a grid point (a re-run with --force): a later date."""
     write_grid_result(res, name, _argv(attn, seed, lr), val=val, test=test,
