@@ -699,6 +699,7 @@ def _cells(args: argparse.Namespace) -> tuple[list[Cell], list[Cell]]:
         raise SweepError("--set seed=... would give every cell one seed; use --seeds")
     try:
         run_cli.wandb_options(args)  # the flags every run gets, checked once here
+        cluster.check_device_flags(args)
     except ValueError as err:
         raise SweepError(str(err)) from None
     limit = None if args.allow_large_grid else MAX_CELLS
