@@ -226,6 +226,8 @@ def run_argv(cell: Cell, args: argparse.Namespace, workdir: Path) -> list[str]:
             "--seed", str(cell.seed), "--workdir", str(workdir), "--results-dir", str(args.results_dir)]
     if args.data_dir is not None:
         argv += ["--data-dir", str(args.data_dir)]
+    if args.config is not None:
+        argv += ["--config", str(Path(args.config).absolute())]
     for pair in args.overrides:
         argv += ["--set", pair]
     for key, value in cell.grid:
@@ -583,14 +585,20 @@ def parser() -> argparse.ArgumentParser:
                     "finished cells and resuming unfinished ones.",
         epilog=f"tasks: {', '.join(tasks.available())}\nattentions: {', '.join(attention.available())}",
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--task", required=True, metavar="TASKS",
-                   help="comma-separated task names, or all")
-    p.add_argument("--attn", required=True, metavar="ATTNS",
+    p.add_argument("--task", metavar="TASKS",
+                   help="comma-separated task names, or all (required unless --config names one)")
+    p.add_argument("--attn", metavar="ATTNS",
                    help="comma-separated attention families, or all (every registered family, "
-                        "including those from the lra.attention entry-point group)")
+                        "including those from the lra.attention entry-point group; required "
+                        "unless --config names one)")
+    p.add_argument("--config", type=Path, default=None, metavar="FILE",
+                   help="passed on to every run (lra.run --config: a JSON or TOML config file in "
+                        "the form --print-config prints, read before --set); the task, family, "
+                        "preset and protocol it names are used where these flags are not given")
     p.add_argument("--seeds", default="0", help="e.g. 0,1,2 or 0-4 (default: 0)")
-    p.add_argument("--preset", default="paper", choices=config_lib.PRESETS)
-    p.add_argument("--protocol", default="lra", choices=config_lib.PROTOCOLS,
+    p.add_argument("--preset", default=None, choices=config_lib.PRESETS,
+                   help="default: paper, unless --config names another")
+    p.add_argument("--protocol", default=None, choices=config_lib.PROTOCOLS,
                    help="lra (default) or modern: passed to every lra.run "
                         "(docs/families-and-protocols.md 'Two protocols')")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
@@ -695,6 +703,7 @@ def _cells(args: argparse.Namespace) -> tuple[list[Cell], list[Cell]]:
     ``--shard``); SweepError for a bad one."""
     from lra import config as config_lib
 
+    _fill_from_config(args)
     if any(key == "seed" for key, _ in config_lib.parse_overrides(args.overrides)):
         raise SweepError("--set seed=... would give every cell one seed; use --seeds")
     try:
@@ -710,10 +719,38 @@ def _cells(args: argparse.Namespace) -> tuple[list[Cell], list[Cell]]:
         raise SweepError("--select chooses over the whole grid, never a shard of it: drop --shard "
                          "(run it once, after every shard finished)")
     cells = expand(args.task, args.attn, parse_seeds(args.seeds, limit), grid)
+    _note_left_out(args, cells)
     if limit is not None and len(cells) > limit:
         raise SweepError(f"the grid has {len(cells)} cells, more than {limit}; pass "
                          f"--allow-large-grid if that is meant")
     return cells, shard(cells, *parse_shard(args.shard)) if args.shard is not None else cells
+
+
+def _fill_from_config(args: argparse.Namespace) -> None:
+    """``--task``, ``--attn``, ``--preset`` and ``--protocol`` from the ``--config`` file where the
+    command line leaves them out, else their defaults (a missing --task or --attn: SweepError)."""
+    from lra import config_file
+
+    named = config_file.read(args.config).identity if args.config is not None else {}
+    for flag, key in (("task", "task"), ("attn", "attention"), ("preset", "preset"),
+                      ("protocol", "protocol")):
+        if getattr(args, flag) is None:
+            setattr(args, flag, named.get(key, run_cli.DEFAULTS.get(key)))
+        if getattr(args, flag) is None:
+            raise SweepError(f"--{flag} is required (or a --config file that names its {key})")
+
+
+def _note_left_out(args: argparse.Namespace, cells: list[Cell]) -> None:
+    """One line when the --config file's attn or data table does not apply to some cells."""
+    from lra import config_file
+
+    if args.config is None:
+        return
+    read = config_file.read(args.config)
+    left = sorted({note for c in cells if (note := read.left_out(c.task, c.attention))})
+    if left:
+        print(f"note: --config {args.config}: {'; '.join(left[:3])}"
+              + (f" (and {len(left) - 3} more)" if len(left) > 3 else ""), file=sys.stderr)
 
 
 def _print_dry_run(plans: list[Plan]) -> None:
@@ -806,6 +843,7 @@ def select_command(args: argparse.Namespace) -> str:
     """The command that makes the grid's choice from the results there (no --shard)."""
     argv = ["python", "-m", "lra.sweep", "--task", args.task, "--attn", args.attn, "--seeds",
             args.seeds, "--preset", args.preset, "--protocol", args.protocol]
+    argv += ["--config", str(args.config)] if args.config is not None else []
     argv += [x for pair in args.overrides for x in ("--set", pair)]
     argv += [x for axis in args.grid for x in ("--grid", axis)]
     if args.data_dir is not None:
