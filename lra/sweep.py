@@ -221,6 +221,7 @@ def run_argv(cell: Cell, args: argparse.Namespace, workdir: Path) -> list[str]:
     skip check compares it with no further code, since each cell's config is resolved by lra.run's
     own parser and ``resolve_config`` from exactly these flags.
     """
+    _fill_from_config(args)
     argv = ["--task", cell.task, "--attn", cell.attention, "--preset", args.preset,
             "--protocol", args.protocol,
             "--seed", str(cell.seed), "--workdir", str(workdir), "--results-dir", str(args.results_dir)]
@@ -340,6 +341,7 @@ def plan(cells: list[Cell], args: argparse.Namespace, *, decide_actions: bool = 
     from lra import config as config_lib
     from lra.data import default_data_dir
 
+    _fill_from_config(args)
     finished = (finished_configs(args.results_dir, None if quiet else sys.stderr)
                 if decide_actions else {})
     parser = run_cli.parser()
@@ -731,9 +733,11 @@ def _fill_from_config(args: argparse.Namespace) -> None:
     command line leaves them out, else their defaults (a missing --task or --attn: SweepError)."""
     from lra import config_file
 
+    flags = (("task", "task"), ("attn", "attention"), ("preset", "preset"), ("protocol", "protocol"))
+    if all(getattr(args, flag) is not None for flag, _ in flags):
+        return
     named = config_file.read(args.config).identity if args.config is not None else {}
-    for flag, key in (("task", "task"), ("attn", "attention"), ("preset", "preset"),
-                      ("protocol", "protocol")):
+    for flag, key in flags:
         if getattr(args, flag) is None:
             setattr(args, flag, named.get(key, run_cli.DEFAULTS.get(key)))
         if getattr(args, flag) is None:
@@ -751,15 +755,6 @@ def _note_left_out(args: argparse.Namespace, cells: list[Cell]) -> None:
     if left:
         print(f"note: --config {args.config}: {'; '.join(left[:3])}"
               + (f" (and {len(left) - 3} more)" if len(left) > 3 else ""), file=sys.stderr)
-
-
-def _print_dry_run(plans: list[Plan]) -> None:
-    for p in plans:
-        print(f"{p.action:8} {p.cell}" + (f": {p.detail}" if p.detail else f" in {p.workdir}"))
-    counts = {a: sum(p.action == a for p in plans) for a in ("run", "resume", "skip", "conflict",
-                                                            "invalid")}
-    print(", ".join(f"{n} {a}" for a, n in counts.items() if n or a != "invalid")
-          + f" ({len(plans)} cells)")
 
 
 def _main(p: argparse.ArgumentParser, argv: list[str] | None,
@@ -789,8 +784,11 @@ def _main(p: argparse.ArgumentParser, argv: list[str] | None,
     if code := _stopped_while_starting(starting):
         return code
     starting.uninstall()  # from here the cells' own handling (``sweep``, ``cluster.submit``)
-    if args.dry_run:
-        _print_dry_run(plans)
+    if args.dry_run:  # with each cell's data and expected time (lra/dry_run.py)
+        from lra import dry_run
+        from lra.data import default_data_dir
+
+        dry_run.print_dry_run(plans, args, args.data_dir or default_data_dir(), sys.stdout)
         return 0
     if args.select:
         return 1 if print_selection(plans, args, sys.stdout) else 0
