@@ -67,21 +67,24 @@ def reference_dir() -> Path:
     return Path(__file__).resolve().parent.parent / REFERENCE_RESULTS_DIR
 
 
-def measured(results_dirs: list[Path]) -> dict[tuple[str, str, int], list[float]]:
-    """{(step_key, device kind, device count): [steps/s of each valid run]} of the folders."""
-    from lra.leaderboard import reader
+def folders(results_dir: Path) -> list[Path]:
+    """Where measured runs are looked for: the sweep's ``--results-dir`` and the reference set."""
+    out = []
+    for folder in (Path(results_dir), reference_dir()):
+        if folder.resolve() not in {f.resolve() for f in out}:
+            out.append(folder)
+    return out
 
+
+def measured(runs) -> dict[tuple[str, str, int], list[float]]:
+    """{(step_key, device kind, device count): [steps/s of each run]} of valid result records
+    (``lra.sweep`` reads them with the one reader)."""
     out: dict[tuple[str, str, int], list[float]] = defaultdict(list)
-    seen: set[Path] = set()
-    for folder in results_dirs:
-        if folder.resolve() in seen:
-            continue
-        seen.add(folder.resolve())
-        for r in reader.read(folder).valid:
-            speed, device = r["metrics"].get("steps_per_s"), r.get("device") or {}
-            if speed:
-                out[(step_key(r["config"]), str(device.get("kind")), int(device.get("count", 1)))
-                    ].append(float(speed))
+    for r in runs:
+        speed, device = r["metrics"].get("steps_per_s"), r.get("device") or {}
+        if speed:
+            out[(step_key(r["config"]), str(device.get("kind")), int(device.get("count", 1)))
+                ].append(float(speed))
     return dict(out)
 
 
@@ -104,10 +107,11 @@ def clock(seconds: float) -> str:
     return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
 
 
-def annotate(plans, args, data_dir: Path) -> tuple[dict[int, str], list[str]]:
-    """{id of a plan: what its line adds} and the summary lines, for the cells to run or resume."""
+def annotate(plans, args, data_dir: Path, runs) -> tuple[dict[int, str], list[str]]:
+    """{id of a plan: what its line adds} and the summary lines, for the cells to run or resume;
+    ``runs``: the valid result records of ``folders`` (the measured step times)."""
     kind, count = target_device(args)
-    speeds = measured([Path(args.results_dir), reference_dir()])
+    speeds = measured(runs)
     notes: dict[int, str] = {}
     states: dict[str, tuple[str, str]] = {}
     missing: dict[tuple[str, str], list[str]] = defaultdict(list)
@@ -160,10 +164,10 @@ def _summary(missing, generated, times, device: str) -> list[str]:
     return lines
 
 
-def print_dry_run(plans, args, data_dir: Path, stream: TextIO) -> None:
+def print_dry_run(plans, args, data_dir: Path, runs, stream: TextIO) -> None:
     """The dry run: one line per cell (action, cell, where, and its data and time), the counts,
     then the data and time summary."""
-    notes, summary = annotate(plans, args, data_dir)
+    notes, summary = annotate(plans, args, data_dir, runs)
     for p in plans:
         extra = f" [{notes[id(p)]}]" if notes.get(id(p)) else ""
         print(f"{p.action:8} {p.cell}" + (f": {p.detail}" if p.detail else f" in {p.workdir}")

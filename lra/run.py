@@ -50,8 +50,8 @@ def parser() -> argparse.ArgumentParser:
                    help=f"one of: {', '.join(attn_names)} (required unless --config names it)")
     p.add_argument("--config", type=Path, default=None, metavar="FILE",
                    help="a config file, JSON or TOML in the form --print-config prints: its "
-                        "values come after the preset, before --set; see docs/running.md "
-                        "'Config files'")
+                        "values come after the preset, before --set; see "
+                        "docs/running.md 'Running'")
     p.add_argument("--preset", default=None, choices=config_lib.PRESETS,
                    help="the scale of the run: tiny, small, paper (the protocol's full budget; "
                         "the default, unless --config names another)")

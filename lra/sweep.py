@@ -787,8 +787,10 @@ def _main(p: argparse.ArgumentParser, argv: list[str] | None,
     if args.dry_run:  # with each cell's data and expected time (lra/dry_run.py)
         from lra import dry_run
         from lra.data import default_data_dir
+        from lra.leaderboard import reader
 
-        dry_run.print_dry_run(plans, args, args.data_dir or default_data_dir(), sys.stdout)
+        runs = [r for folder in dry_run.folders(args.results_dir) for r in reader.read(folder).valid]
+        dry_run.print_dry_run(plans, args, args.data_dir or default_data_dir(), runs, sys.stdout)
         return 0
     if args.select:
         return 1 if print_selection(plans, args, sys.stdout) else 0
