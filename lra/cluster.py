@@ -36,8 +36,10 @@ log, and the other cells go on.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
 import json
+import math
 import os
 import re
 import shlex
@@ -173,6 +175,8 @@ class RunCell:
     def __call__(self) -> Outcome:
         spec = self.spec
         log_path = spec.workdir / "sweep.log"
+        self._log("devices: " + " ".join(f"{k}={v}" for k, v in device_environment().items()
+                                          if v is not None))
         while True:
             done = find_result(spec.results_dir, spec.config)
             if done is not None:
@@ -286,7 +290,17 @@ def add_flags(p: argparse.ArgumentParser) -> None:
     g.add_argument("--time", type=float, default=60, metavar="MINUTES",
                    help="time limit of each task in minutes (default: 60); a cell that needs more "
                         "is checkpointed and requeued")
-    g.add_argument("--gpus-per-task", type=int, default=None)
+    g.add_argument("--gpus-per-task", type=int, default=None, metavar="N",
+                   help="GPUs each task gets. slurm: SLURM's --gpus-per-task; local: each task its "
+                        "own N GPUs of this machine, as many tasks at once as the GPUs allow "
+                        "(without it, --executor local runs every cell on the CPU)")
+    g.add_argument("--gpus", default=None, metavar="IDS",
+                   help="--executor local: the GPUs to use, e.g. 0,1,2,3 (default: those "
+                        "CUDA_VISIBLE_DEVICES names, else every GPU nvidia-smi -L lists)")
+    g.add_argument("--tasks-per-gpu", type=int, default=1, metavar="K",
+                   help="--executor local with --gpus-per-task: K tasks share each GPU, each "
+                        "limited to a 1/K share of its memory (XLA_PYTHON_CLIENT_MEM_FRACTION); "
+                        "default: 1")
     g.add_argument("--cpus-per-task", type=int, default=None)
     g.add_argument("--mem-gb", type=float, default=None)
     g.add_argument("--array-parallelism", type=int, default=256,
@@ -295,6 +309,205 @@ def add_flags(p: argparse.ArgumentParser) -> None:
                    help="SLURM signals a task this many seconds before its time limit (default: 120)")
     g.add_argument("--slurm-extra", action="append", default=[], metavar="KEY=VALUE",
                    help="an extra sbatch parameter, e.g. --slurm-extra account=abc (repeatable)")
+
+
+# ----------------------------------------------------------------------------------------------
+# One host's GPUs under --executor local: which GPUs there are, and one slot per task that may run.
+
+# What a task's devices are: submitit sets the first; the others where tasks share a GPU.
+DEVICE_ENV = ("CUDA_VISIBLE_DEVICES", "XLA_PYTHON_CLIENT_MEM_FRACTION",
+              "XLA_PYTHON_CLIENT_PREALLOCATE")
+MEMORY_SHARED = 0.9  # of a GPU's memory, split among the tasks that share it (--tasks-per-gpu)
+_NVIDIA_SMI_GPU = re.compile(r"^GPU (\d+): (.*?)(?: \(UUID: [^)]*\))?$")
+
+
+@dataclass(frozen=True)
+class Gpus:
+    """The GPUs a local sweep may use: their indices, their names (``nvidia-smi -L``; the device
+    kind a result file records) and where the list came from (for messages)."""
+
+    ids: tuple[int, ...]
+    names: dict[int, str]
+    source: str
+
+    def kind(self) -> str | None:
+        """The name of the first GPU (None where nvidia-smi did not say)."""
+        return self.names.get(self.ids[0]) if self.ids else None
+
+
+@dataclass(frozen=True)
+class Slot:
+    """Where one task runs: its GPUs (``CUDA_VISIBLE_DEVICES``, set by submitit's
+    ``visible_gpus``) and the memory settings it gets where tasks share a GPU."""
+
+    devices: tuple[int, ...]
+    env: tuple[tuple[str, str], ...] = ()
+
+
+def _nvidia_smi() -> tuple[dict[int, str], str]:
+    """{index: name} of the GPUs ``nvidia-smi -L`` lists, and what was asked (for messages)."""
+    if shutil.which("nvidia-smi") is None:
+        return {}, "nvidia-smi is not on PATH"
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return {}, f"nvidia-smi -L failed ({err})"
+    if out.returncode != 0:
+        lines = (out.stderr or out.stdout).strip().splitlines()
+        return {}, f"nvidia-smi -L failed ({lines[-1] if lines else f'exit status {out.returncode}'})"
+    found = {int(m[1]): m[2] for m in map(_NVIDIA_SMI_GPU.match, out.stdout.splitlines()) if m}
+    return found, "nvidia-smi -L"
+
+
+def _indices(text: str, what: str) -> tuple[int, ...]:
+    ids = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part.isdigit():
+            raise ValueError(f"{what}: expected GPU indices like 0,1,2 (as nvidia-smi -L numbers "
+                             f"them), got {part!r} in {text!r}")
+        ids.append(int(part))
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"{what}: a GPU is listed twice in {text!r}")
+    return tuple(ids)
+
+
+def find_gpus(override: str | None = None) -> Gpus:
+    """This machine's GPUs: ``--gpus`` where given, else the indices ``CUDA_VISIBLE_DEVICES``
+    names (set but empty: none), else every GPU ``nvidia-smi -L`` lists. ValueError for a list
+    that is not indices (a UUID in CUDA_VISIBLE_DEVICES: give ``--gpus``)."""
+    if override is not None:
+        names, _ = _nvidia_smi()
+        return Gpus(_indices(override, "--gpus"), names, f"--gpus {override}")
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        if not visible.strip() or visible.strip() == "-1":
+            return Gpus((), {}, f"CUDA_VISIBLE_DEVICES={visible!r} hides every GPU")
+        names, _ = _nvidia_smi()
+        return Gpus(_indices(visible, "CUDA_VISIBLE_DEVICES (give --gpus 0,1,... instead)"),
+                    names, f"CUDA_VISIBLE_DEVICES={visible}")
+    names, source = _nvidia_smi()
+    return Gpus(tuple(sorted(names)), names, source)
+
+
+def _shared_memory_env(tasks_per_gpu: int) -> tuple[tuple[str, str], ...]:
+    """The memory setting of each of ``tasks_per_gpu`` tasks on one GPU: an explicit share (JAX
+    takes 75% of a GPU by default, so a second task would fail to start). A setting already in
+    the environment is the user's and is kept."""
+    if tasks_per_gpu <= 1 or "XLA_PYTHON_CLIENT_MEM_FRACTION" in os.environ:
+        return ()
+    share = math.floor(100 * MEMORY_SHARED / tasks_per_gpu) / 100
+    return (("XLA_PYTHON_CLIENT_MEM_FRACTION", f"{share:.2f}"),)
+
+
+def check_device_flags(args: argparse.Namespace) -> None:
+    """The GPU flags against the executor; ValueError with the one-line reason."""
+    local_only = [f for f, given in (("--gpus", args.gpus is not None),
+                                     ("--tasks-per-gpu", args.tasks_per_gpu != 1)) if given]
+    if local_only and args.executor != "local":
+        raise ValueError(f"{', '.join(local_only)} go with --executor local (under SLURM each "
+                         f"task gets its own GPUs: --gpus-per-task)")
+    if args.gpus_per_task is not None and args.executor not in ("local", "slurm"):
+        raise ValueError(f"--gpus-per-task goes with --executor local or slurm; --executor "
+                         f"{args.executor} runs each cell with every device this machine shows it")
+    if args.gpus_per_task is not None and args.gpus_per_task < 0:
+        raise ValueError(f"--gpus-per-task must be >= 0, got {args.gpus_per_task}")
+    if args.tasks_per_gpu < 1:
+        raise ValueError(f"--tasks-per-gpu must be >= 1, got {args.tasks_per_gpu}")
+    if args.tasks_per_gpu > 1 and not args.gpus_per_task:
+        raise ValueError("--tasks-per-gpu shares GPUs among tasks: give --gpus-per-task 1 too")
+
+
+def local_slots(args: argparse.Namespace, gpus: Gpus | None = None) -> list[Slot]:
+    """``--executor local --gpus-per-task N``: one slot per task that may run at once, each with
+    its own N GPUs (``--tasks-per-gpu K``: K slots per group of GPUs, each with a 1/K share of
+    memory), the first wave spread over every GPU. [] without ``--gpus-per-task`` (the CPU).
+    ValueError where no GPU, or too few, are found."""
+    check_device_flags(args)
+    per_task = args.gpus_per_task or 0
+    if args.executor != "local" or per_task == 0:
+        return []
+    gpus = gpus or find_gpus(args.gpus)
+    if not gpus.ids:
+        raise ValueError(f"--gpus-per-task {per_task}: no GPU found ({gpus.source}); give "
+                         f"--gpus 0,1,... or leave --gpus-per-task out to run on the CPU")
+    if per_task > len(gpus.ids):
+        raise ValueError(f"--gpus-per-task {per_task}: only {len(gpus.ids)} GPU"
+                         f"{'s' * (len(gpus.ids) != 1)} found ({gpus.source})")
+    groups = [gpus.ids[i:i + per_task] for i in range(0, len(gpus.ids) - per_task + 1, per_task)]
+    env = _shared_memory_env(args.tasks_per_gpu)
+    return [Slot(group, env) for _ in range(args.tasks_per_gpu) for group in groups]
+
+
+def placement_note(args: argparse.Namespace, slots: list[Slot], cells: int,
+                   gpus: Gpus | None = None) -> str:
+    """The one line that says where ``--executor local`` runs its cells."""
+    if slots:
+        gpus = gpus or find_gpus(args.gpus)
+        used = sorted({d for s in slots for d in s.devices})
+        idle = [g for g in gpus.ids if g not in used]
+        shared = dict(slots[0].env).get("XLA_PYTHON_CLIENT_MEM_FRACTION")
+        return (f"lra.sweep: {cells} cells on GPUs {','.join(map(str, used))} ({gpus.source}): "
+                f"{len(slots)} at a time, {args.gpus_per_task} GPU{'s' * (args.gpus_per_task > 1)}"
+                f" each" + (f", {args.tasks_per_gpu} tasks per GPU" if args.tasks_per_gpu > 1 else "")
+                + (f" with XLA_PYTHON_CLIENT_MEM_FRACTION={shared}" if shared else "")
+                + (f"; GPU{'s' * (len(idle) > 1)} {','.join(map(str, idle))} left idle "
+                   f"({len(gpus.ids)} is not a multiple of {args.gpus_per_task})" if idle else ""))
+    gpus = gpus or find_gpus(args.gpus)
+    found = (f"{len(gpus.ids)} GPUs found here ({gpus.source}): --gpus-per-task 1 gives each "
+             f"cell one of them" if gpus.ids else f"no GPU found here ({gpus.source})")
+    return (f"lra.sweep: --executor local without --gpus-per-task runs every cell on the CPU, all "
+            f"{cells} at once (submitit hides the GPUs from its tasks: CUDA_VISIBLE_DEVICES=''); "
+            f"{found}")
+
+
+def device_environment() -> dict[str, str | None]:
+    """The device settings this process runs with (``DEVICE_ENV``): what a task received."""
+    return {key: os.environ.get(key) for key in DEVICE_ENV}
+
+
+@contextlib.contextmanager
+def _environment(extra: dict[str, str]):
+    """``extra`` in this process's environment while a job is submitted: submitit's local
+    controller copies the environment it starts with, and its task and lra.run inherit it."""
+    before = {key: os.environ.get(key) for key in extra}
+    os.environ.update(extra)
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def submit_on(executor, fn, slot: Slot):
+    """Submit ``fn`` to submitit's local executor to run on ``slot``'s GPUs and settings."""
+    executor.update_parameters(gpus_per_node=len(slot.devices), visible_gpus=slot.devices)
+    with _environment(dict(slot.env)):
+        return executor.submit(fn)
+
+
+def submit_on_slots(executor, fns, slots: list[Slot], poll_s: float = 0.5,
+                    started=None) -> list:
+    """Submit each of ``fns`` once a slot is free (a job done frees its slot): as many run at once
+    as there are slots. Returns the jobs in the order of ``fns``; ``started(index, job, slot)``
+    is called as each starts. Returns after the last submission, not the last job's end."""
+    free, running, jobs = list(slots), [], []
+    for n, fn in enumerate(fns):
+        while not free:
+            time.sleep(poll_s)
+            for job, slot in list(running):
+                if job.done():
+                    running.remove((job, slot))
+                    free.append(slot)
+        slot = free.pop(0)
+        job = submit_on(executor, fn, slot)
+        jobs.append(job)
+        running.append((job, slot))
+        if started is not None:
+            started(n, job, slot)
+    return jobs
 
 
 def _extra(pairs: list[str]) -> dict[str, Any]:
@@ -409,24 +622,28 @@ def submit(plans, args: argparse.Namespace, stream: TextIO | None = None) -> int
     if args.max_requeues < 0:
         print("error: --max-requeues must be >= 0", file=stream)
         return 2
+    to_run = [p for p in plans if p.action in ("run", "resume")]
     try:
         folder = Path(args.workdirs) / "submitit" / "%j"
         executor = make_executor(args, folder)
+        slots = local_slots(args)
+        if args.executor == "local":
+            print(placement_note(args, slots, len(to_run)), file=stream, flush=True)
     except ValueError as err:
         print(f"error: {err}", file=stream)
         return 2
-    to_run = [p for p in plans if p.action in ("run", "resume")]
     cells = dict(zip(map(id, to_run), specs(to_run, args)))
+    calls = [RunCell(cells[id(p)], args.max_requeues, grace_s=max(10, args.signal_delay_s - 10))
+             for p in to_run]
     jobs = []
-    if to_run:
+    if calls and not slots:
         with executor.batch():
-            for p in to_run:
-                jobs.append(executor.submit(RunCell(cells[id(p)], args.max_requeues,
-                                                    grace_s=max(10, args.signal_delay_s - 10))))
+            jobs = [executor.submit(call) for call in calls]
     ids = sorted({str(j.job_id).split("_")[0] for j in jobs})
-    print(f"lra.sweep: {len(to_run)} of {len(plans)} cells submitted ({args.executor}"
-          + (f", job {', '.join(ids)}" if ids else "") + f"); submitit logs under "
-          f"{Path(args.workdirs) / 'submitit'}", file=stream, flush=True)
+    print(f"lra.sweep: {len(to_run)} of {len(plans)} cells "
+          + (f"to run, {len(slots)} at a time as GPUs free up" if slots else "submitted")
+          + f" ({args.executor}" + (f", job {', '.join(ids)}" if ids else "") + f"); submitit logs "
+          f"under {Path(args.workdirs) / 'submitit'}", file=stream, flush=True)
     board_job = None
     if args.executor == "slurm" and not args.no_leaderboard:
         board = make_executor(args, folder)
@@ -442,6 +659,11 @@ def submit(plans, args: argparse.Namespace, stream: TextIO | None = None) -> int
 
     try:
         with stop_signals.raising():  # only polling here: nothing a raise could leave half-done
+            if slots:
+                jobs = submit_on_slots(executor, calls, slots, started=lambda n, job, slot: print(
+                    f"lra.sweep: {to_run[n].cell} started on GPU "
+                    f"{','.join(map(str, slot.devices))} (job {job.job_id})", file=stream,
+                    flush=True))
             stop_signals.test_hook("wait")
             outcomes = _collect(to_run, jobs, cells, args)
     except stop_signals.Stopped as stop:

@@ -257,9 +257,11 @@ def layers(module: Any, attention_name: str, preset: str, protocol: str) -> list
 
 
 def load(task: str, attention_name: str, *, preset: str = "paper", seed: int = 0,
-         overrides: list[str] | dict[str, Any] | None = None, protocol: str = "lra") -> Config:
+         overrides: list[str] | dict[str, Any] | None = None, protocol: str = "lra",
+         config_file=None) -> Config:
     """Resolve the configuration of one (task, attention, preset, protocol) run (the order of the
-    layers: the module docstring)."""
+    layers: the module docstring). ``config_file``: a ``lra.config_file.ConfigFile`` (``--config``),
+    one layer between the preset and ``overrides``."""
     if preset not in PRESETS:
         raise ConfigError(f"unknown preset {preset!r}; choose from {', '.join(PRESETS)}")
     if protocol not in PROTOCOLS:
@@ -278,6 +280,8 @@ def load(task: str, attention_name: str, *, preset: str = "paper", seed: int = 0
         for key, value in layer.items():
             _apply(cfg, key, value, attn_options=attn_options, data_options=data_options,
                    from_text=False)
+    if config_file is not None:
+        _apply_file(cfg, config_file, attn_options=attn_options, data_options=data_options)
     items = overrides.items() if isinstance(overrides, dict) else parse_overrides(overrides or [])
     for key, value in items:
         _apply(cfg, key, value, attn_options=attn_options, data_options=data_options,
@@ -286,8 +290,45 @@ def load(task: str, attention_name: str, *, preset: str = "paper", seed: int = 0
             and "global_tokens" not in cfg["attn"]):
         cfg["attn"]["global_tokens"] = 1
     config = Config.from_dict(cfg)
-    validate(config)
+    try:
+        validate(config)
+    except ConfigError as err:
+        raise _named_in_file(err, config_file, [k for k, _ in items]) from None
     return config
+
+
+def _named_in_file(err: ConfigError, config_file, set_keys: list[str]) -> ConfigError:
+    """A value check that failed on a value of the ``--config`` file (not one ``--set`` gave
+    after it) names the file and the line."""
+    if config_file is not None:
+        for key in config_file.values("", ""):
+            if str(err).startswith(f"{key}=") and key not in set_keys:
+                return ConfigError(f"--config {config_file.where(key)}: {err}")
+    return err
+
+
+def _apply_file(cfg: dict[str, Any], config_file, *, attn_options: dict[str, Any],
+                data_options: dict[str, Any]) -> None:
+    """The ``--config`` file's layer. An attn.* / data.* value equal to what holds already (a
+    default ``--print-config`` lists) is left out, so that the resolved config, and a result's
+    identity, are those of the config the file was printed from; an integer where a number is
+    expected becomes that number, as ``--set`` parses it."""
+    options = {"attn": attn_options, "data": data_options}
+    for key, value in config_file.values(cfg["task"], cfg["attention"]).items():
+        section, _, name = key.partition(".")
+        if section in options and name in options[section]:
+            if value == cfg[section].get(name, options[section][name]):
+                continue
+            like = cfg[section].get(name, options[section][name])
+        else:
+            like = cfg.get(section, {}).get(name) if isinstance(cfg.get(section), dict) else None
+        if isinstance(like, float) and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        try:
+            _apply(cfg, key, value, attn_options=attn_options, data_options=data_options,
+                   from_text=False)
+        except ConfigError as err:
+            raise ConfigError(f"--config {config_file.where(key)}: {err}") from None
 
 
 def parse_overrides(pairs: list[str]) -> list[tuple[str, str]]:

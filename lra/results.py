@@ -195,14 +195,17 @@ def build_record(config, *, overrides: list[str] | tuple[str, ...] = (), task_fa
                  history, provenance, fingerprint: dict[str, Any], examples: dict[str, int],
                  test_last: dict[str, Any], steps: int, num_params: int, params_sha256: str,
                  batch_stats_sha256: str, fusions: dict[str, Any], git: dict[str, Any],
-                 status: str, tracker: dict[str, Any] | None = None) -> dict[str, Any]:
+                 status: str, tracker: dict[str, Any] | None = None,
+                 config_file: dict[str, str] | None = None) -> dict[str, Any]:
     """The result record of a finished run (format version ``FORMAT_VERSION``).
 
     ``history``: ``lra.train.History``; ``provenance``: ``tasks.Provenance``; ``fingerprint``:
     ``lra.data_fingerprint.fingerprint``; ``test_last``: the last step's test evaluation
     {accuracy, loss, examples}; ``overrides``: the ``--set`` pairs (``config_overrides``);
     ``tracker``: the experiment tracker's run (``lra.tracker.Wandb.record``: name, run_id, project,
-    entity, group, tags), kept as the record's ``tracker`` field only when the run used one."""
+    entity, group, tags), kept as the record's ``tracker`` field only when the run used one;
+    ``config_file``: the ``--config`` file's path and SHA-256, the ``config_file`` field only when
+    the run was given one (its values are in ``config`` like any other)."""
     record = {
         "format_version": FORMAT_VERSION,
         "task": config.task, "attention": config.attention, "preset": config.preset,
@@ -240,6 +243,8 @@ def build_record(config, *, overrides: list[str] | tuple[str, ...] = (), task_fa
     }
     if tracker is not None:
         record["tracker"] = dict(tracker)
+    if config_file is not None:
+        record["config_file"] = dict(config_file)
     return record
 
 

@@ -44,18 +44,23 @@ def parser() -> argparse.ArgumentParser:
                f"presets: tiny (smoke run, < 1 min on a CPU), small (real learning on a laptop, "
                f"minutes), paper (LRA's published setup; the default)",
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--task", required=True, choices=task_names, metavar="TASK",
-                   help=f"one of: {', '.join(task_names)}")
-    p.add_argument("--attn", required=True, choices=attn_names, metavar="ATTN",
-                   help=f"one of: {', '.join(attn_names)}")
-    p.add_argument("--preset", default="paper", choices=config_lib.PRESETS,
-                   help="the scale of the run: tiny, small, paper (the protocol's full budget)")
-    p.add_argument("--protocol", default="lra", choices=config_lib.PROTOCOLS,
+    p.add_argument("--task", choices=task_names, metavar="TASK",
+                   help=f"one of: {', '.join(task_names)} (required unless --config names it)")
+    p.add_argument("--attn", choices=attn_names, metavar="ATTN",
+                   help=f"one of: {', '.join(attn_names)} (required unless --config names it)")
+    p.add_argument("--config", type=Path, default=None, metavar="FILE",
+                   help="a config file, JSON or TOML in the form --print-config prints: its "
+                        "values come after the preset, before --set; see "
+                        "docs/running.md 'Running'")
+    p.add_argument("--preset", default=None, choices=config_lib.PRESETS,
+                   help="the scale of the run: tiny, small, paper (the protocol's full budget; "
+                        "the default, unless --config names another)")
+    p.add_argument("--protocol", default=None, choices=config_lib.PROTOCOLS,
                    help="lra: LRA's published setup per task (the default); modern: each family's "
                         "published modern recipe (S5, S4D, LRU, Mega; attention families with mean "
                         "pooling, pre-norm, best-validation selection). Never ranked together; "
                         "see docs/families-and-protocols.md 'Two protocols'")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=None, help="default: 0, unless --config names one")
     p.add_argument("--workdir", type=Path, default=None,
                    help="checkpoints, metrics.jsonl and tensorboard/; re-running with the same "
                         "workdir resumes (default: workdirs/<task>-<attn>-<preset>-seed<seed>)")
@@ -108,10 +113,53 @@ def resolve_config(args: argparse.Namespace):
     import attention
     from lra import config as config_lib
 
+    config_file = with_config_file(args)
     cfg = config_lib.load(args.task, args.attn, preset=args.preset, seed=args.seed,
-                          overrides=args.overrides, protocol=args.protocol)
+                          overrides=args.overrides, protocol=args.protocol,
+                          config_file=config_file)
     attention.check_options(cfg.attention, cfg.attn)
     return cfg
+
+
+DEFAULTS = {"preset": "paper", "protocol": "lra", "seed": 0}
+
+
+def _check_named(named: dict, read) -> None:
+    """The task, family, preset and protocol a config file names must exist (one line listing
+    the choices, naming the file and line)."""
+    import attention
+    import tasks
+    from lra import config as config_lib
+
+    for key, known in (("task", tasks.available()), ("attention", attention.available()),
+                       ("preset", config_lib.PRESETS), ("protocol", config_lib.PROTOCOLS)):
+        if key in named and named[key] not in known:
+            raise config_lib.ConfigError(f"--config {read.where(key)}: unknown {key} "
+                                         f"{named[key]!r}; choose from {', '.join(known)}")
+
+
+def with_config_file(args: argparse.Namespace):
+    """Read ``args.config`` (once: kept as ``args.config_file``) and fill the flags the command
+    line left out from it (``--task``, ``--attn``, ``--preset``, ``--protocol``, ``--seed``), else
+    from their defaults. Returns the ``lra.config_file.ConfigFile`` or None; ``ConfigError`` for a
+    bad file or a task or family named nowhere."""
+    from lra import config as config_lib
+    from lra import config_file
+
+    read = getattr(args, "config_file", None)
+    if read is None and getattr(args, "config", None) is not None:
+        read = args.config_file = config_file.read(args.config)
+    named = read.identity if read is not None else {}
+    _check_named(named, read)
+    for flag, key in (("task", "task"), ("attn", "attention"), ("preset", "preset"),
+                      ("protocol", "protocol"), ("seed", "seed")):
+        if getattr(args, flag, None) is None:
+            setattr(args, flag, named.get(key, DEFAULTS.get(key)))
+    for flag in ("task", "attn"):
+        if getattr(args, flag) is None:
+            raise config_lib.ConfigError(f"--{flag} is required (or a --config file that names "
+                                         f"its {'task' if flag == 'task' else 'attention'})")
+    return read
 
 
 def wandb_options(args: argparse.Namespace):
@@ -197,6 +245,9 @@ def _prepare(args: argparse.Namespace):
     except (config_lib.ConfigError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    if getattr(args, "config_file", None) and (note := args.config_file.left_out(cfg.task,
+                                                                             cfg.attention)):
+        print(f"note: --config {args.config}: {note}", file=sys.stderr)
     try:
         wandb = wandb_options(args)
     except ValueError as err:
@@ -246,7 +297,9 @@ def _train(args: argparse.Namespace, cfg, wandb, workdir: Path, data_dir: Path):
         return train_and_evaluate(cfg, workdir, data_dir=data_dir, results_dir=args.results_dir,
                                   progress=not args.no_progress, force=args.force,
                                   xla_cpu_fusions=args.xla_cpu_fusions,
-                                  overrides=args.overrides, wandb=wandb)
+                                  overrides=args.overrides, wandb=wandb,
+                                  config_file=(args.config_file.record()
+                                               if getattr(args, "config_file", None) else None))
     except (tasks.DataError, NonFiniteError, CheckpointError, DataMismatchError,
             TrackerError) as err:
         print(f"error: {one_line(err)}", file=sys.stderr)

@@ -221,11 +221,14 @@ def run_argv(cell: Cell, args: argparse.Namespace, workdir: Path) -> list[str]:
     skip check compares it with no further code, since each cell's config is resolved by lra.run's
     own parser and ``resolve_config`` from exactly these flags.
     """
+    _fill_from_config(args)
     argv = ["--task", cell.task, "--attn", cell.attention, "--preset", args.preset,
             "--protocol", args.protocol,
             "--seed", str(cell.seed), "--workdir", str(workdir), "--results-dir", str(args.results_dir)]
     if args.data_dir is not None:
         argv += ["--data-dir", str(args.data_dir)]
+    if args.config is not None:
+        argv += ["--config", str(Path(args.config).absolute())]
     for pair in args.overrides:
         argv += ["--set", pair]
     for key, value in cell.grid:
@@ -338,6 +341,7 @@ def plan(cells: list[Cell], args: argparse.Namespace, *, decide_actions: bool = 
     from lra import config as config_lib
     from lra.data import default_data_dir
 
+    _fill_from_config(args)
     finished = (finished_configs(args.results_dir, None if quiet else sys.stderr)
                 if decide_actions else {})
     parser = run_cli.parser()
@@ -583,14 +587,20 @@ def parser() -> argparse.ArgumentParser:
                     "finished cells and resuming unfinished ones.",
         epilog=f"tasks: {', '.join(tasks.available())}\nattentions: {', '.join(attention.available())}",
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--task", required=True, metavar="TASKS",
-                   help="comma-separated task names, or all")
-    p.add_argument("--attn", required=True, metavar="ATTNS",
+    p.add_argument("--task", metavar="TASKS",
+                   help="comma-separated task names, or all (required unless --config names one)")
+    p.add_argument("--attn", metavar="ATTNS",
                    help="comma-separated attention families, or all (every registered family, "
-                        "including those from the lra.attention entry-point group)")
+                        "including those from the lra.attention entry-point group; required "
+                        "unless --config names one)")
+    p.add_argument("--config", type=Path, default=None, metavar="FILE",
+                   help="passed on to every run (lra.run --config: a JSON or TOML config file in "
+                        "the form --print-config prints, read before --set); the task, family, "
+                        "preset and protocol it names are used where these flags are not given")
     p.add_argument("--seeds", default="0", help="e.g. 0,1,2 or 0-4 (default: 0)")
-    p.add_argument("--preset", default="paper", choices=config_lib.PRESETS)
-    p.add_argument("--protocol", default="lra", choices=config_lib.PROTOCOLS,
+    p.add_argument("--preset", default=None, choices=config_lib.PRESETS,
+                   help="default: paper, unless --config names another")
+    p.add_argument("--protocol", default=None, choices=config_lib.PROTOCOLS,
                    help="lra (default) or modern: passed to every lra.run "
                         "(docs/families-and-protocols.md 'Two protocols')")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
@@ -695,10 +705,12 @@ def _cells(args: argparse.Namespace) -> tuple[list[Cell], list[Cell]]:
     ``--shard``); SweepError for a bad one."""
     from lra import config as config_lib
 
+    _fill_from_config(args)
     if any(key == "seed" for key, _ in config_lib.parse_overrides(args.overrides)):
         raise SweepError("--set seed=... would give every cell one seed; use --seeds")
     try:
         run_cli.wandb_options(args)  # the flags every run gets, checked once here
+        cluster.check_device_flags(args)
     except ValueError as err:
         raise SweepError(str(err)) from None
     limit = None if args.allow_large_grid else MAX_CELLS
@@ -709,19 +721,40 @@ def _cells(args: argparse.Namespace) -> tuple[list[Cell], list[Cell]]:
         raise SweepError("--select chooses over the whole grid, never a shard of it: drop --shard "
                          "(run it once, after every shard finished)")
     cells = expand(args.task, args.attn, parse_seeds(args.seeds, limit), grid)
+    _note_left_out(args, cells)
     if limit is not None and len(cells) > limit:
         raise SweepError(f"the grid has {len(cells)} cells, more than {limit}; pass "
                          f"--allow-large-grid if that is meant")
     return cells, shard(cells, *parse_shard(args.shard)) if args.shard is not None else cells
 
 
-def _print_dry_run(plans: list[Plan]) -> None:
-    for p in plans:
-        print(f"{p.action:8} {p.cell}" + (f": {p.detail}" if p.detail else f" in {p.workdir}"))
-    counts = {a: sum(p.action == a for p in plans) for a in ("run", "resume", "skip", "conflict",
-                                                            "invalid")}
-    print(", ".join(f"{n} {a}" for a, n in counts.items() if n or a != "invalid")
-          + f" ({len(plans)} cells)")
+def _fill_from_config(args: argparse.Namespace) -> None:
+    """``--task``, ``--attn``, ``--preset`` and ``--protocol`` from the ``--config`` file where the
+    command line leaves them out, else their defaults (a missing --task or --attn: SweepError)."""
+    from lra import config_file
+
+    flags = (("task", "task"), ("attn", "attention"), ("preset", "preset"), ("protocol", "protocol"))
+    if all(getattr(args, flag) is not None for flag, _ in flags):
+        return
+    named = config_file.read(args.config).identity if args.config is not None else {}
+    for flag, key in flags:
+        if getattr(args, flag) is None:
+            setattr(args, flag, named.get(key, run_cli.DEFAULTS.get(key)))
+        if getattr(args, flag) is None:
+            raise SweepError(f"--{flag} is required (or a --config file that names its {key})")
+
+
+def _note_left_out(args: argparse.Namespace, cells: list[Cell]) -> None:
+    """One line when the --config file's attn or data table does not apply to some cells."""
+    from lra import config_file
+
+    if args.config is None:
+        return
+    read = config_file.read(args.config)
+    left = sorted({note for c in cells if (note := read.left_out(c.task, c.attention))})
+    if left:
+        print(f"note: --config {args.config}: {'; '.join(left[:3])}"
+              + (f" (and {len(left) - 3} more)" if len(left) > 3 else ""), file=sys.stderr)
 
 
 def _main(p: argparse.ArgumentParser, argv: list[str] | None,
@@ -751,8 +784,13 @@ def _main(p: argparse.ArgumentParser, argv: list[str] | None,
     if code := _stopped_while_starting(starting):
         return code
     starting.uninstall()  # from here the cells' own handling (``sweep``, ``cluster.submit``)
-    if args.dry_run:
-        _print_dry_run(plans)
+    if args.dry_run:  # with each cell's data and expected time (lra/dry_run.py)
+        from lra import dry_run
+        from lra.data import default_data_dir
+        from lra.leaderboard import reader
+
+        runs = [r for folder in dry_run.folders(args.results_dir) for r in reader.read(folder).valid]
+        dry_run.print_dry_run(plans, args, args.data_dir or default_data_dir(), runs, sys.stdout)
         return 0
     if args.select:
         return 1 if print_selection(plans, args, sys.stdout) else 0
@@ -805,6 +843,7 @@ def select_command(args: argparse.Namespace) -> str:
     """The command that makes the grid's choice from the results there (no --shard)."""
     argv = ["python", "-m", "lra.sweep", "--task", args.task, "--attn", args.attn, "--seeds",
             args.seeds, "--preset", args.preset, "--protocol", args.protocol]
+    argv += ["--config", str(args.config)] if args.config is not None else []
     argv += [x for pair in args.overrides for x in ("--set", pair)]
     argv += [x for axis in args.grid for x in ("--grid", axis)]
     if args.data_dir is not None:

@@ -314,7 +314,8 @@ def train_and_evaluate(config: Config, workdir: Path, *, data_dir: Path,
                        results_dir: Path | None = None, progress: bool = True,
                        force: bool = False, xla_cpu_fusions: str = "auto",
                        overrides: list[str] | tuple[str, ...] = (),
-                       wandb: Any = None) -> dict[str, Any]:
+                       wandb: Any = None, config_file: dict[str, str] | None = None
+                       ) -> dict[str, Any]:
     """Train ``config`` in ``workdir`` (resuming if it holds a checkpoint); return the result record.
 
     The result file is written under ``results_dir`` when one is given (process 0 only). A work
@@ -322,7 +323,8 @@ def train_and_evaluate(config: Config, workdir: Path, *, data_dir: Path,
     writes nothing, unless ``force`` (the earlier run's files are moved aside, training restarts).
     ``xla_cpu_fusions``: "auto", "on" or "off", how the step is compiled on CPU (``lra.xla_cpu``).
     ``overrides``: the ``--set KEY=VALUE`` pairs the config was resolved with (the result's
-    ``overrides`` names their keys; ``lra.results.overrides``).
+    ``overrides`` names their keys; ``lra.results.overrides``). ``config_file``: the ``--config``
+    file's path and SHA-256 the result records (``lra.config_file.ConfigFile.record``).
 
     SIGTERM, SIGINT and SIGUSR2 (``lra.stop_signals``) stop the run at the next safe point with
     the work directory resumable: the record's ``status`` is then "preempted".
@@ -352,7 +354,7 @@ def train_and_evaluate(config: Config, workdir: Path, *, data_dir: Path,
             return _train(config, workdir, data_dir=data_dir, results_dir=results_dir,
                           progress=progress, opened=opened, stops=stops,
                           xla_cpu_fusions=xla_cpu_fusions, overrides=list(overrides),
-                          wandb=wandb)
+                          wandb=wandb, config_file=config_file)
         except _Stopped as stop:
             for ckpt in opened:
                 ckpt.wait()
@@ -517,7 +519,7 @@ class _Session:
 def _train(config: Config, workdir: Path, *, data_dir: Path, results_dir: Path | None,
            progress: bool, opened: list[Checkpoints], stops: stop_signals.StopSignals,
            xla_cpu_fusions: str, overrides: list[str],
-           wandb: Any = None) -> dict[str, Any]:
+           wandb: Any = None, config_file: dict[str, str] | None = None) -> dict[str, Any]:
     """One training session: set up, resume, compile, the loop, then the result (``_finish``)."""
     started = time.perf_counter()
     source_commit = results.git_commit()  # the code that runs, before anything can change it
@@ -536,7 +538,7 @@ def _train(config: Config, workdir: Path, *, data_dir: Path, results_dir: Path |
         log.close()
         return {"status": "preempted", "signal": stops.requested, "step": step}
     return _finish(s, state, history, step, log, stops, results_dir=results_dir,
-                   overrides=overrides, git=source_commit)
+                   overrides=overrides, git=source_commit, config_file=config_file)
 
 
 def _note_code(history: History, git: dict[str, Any], step: int) -> None:
@@ -717,7 +719,7 @@ def _validate(s: _Session, state, history: History, step: int, log: MetricsLog,
 
 def _finish(s: _Session, state, history: History, step: int, log: MetricsLog,
             stops: stop_signals.StopSignals, *, results_dir: Path | None, overrides: list[str],
-            git: dict[str, Any]) -> dict[str, Any]:
+            git: dict[str, Any], config_file: dict[str, str] | None = None) -> dict[str, Any]:
     """Test at the last step, then the result record: ``result.json`` and the result file.
 
     A stop signal that comes before the writes (during the test evaluation) stops the run with
@@ -742,7 +744,7 @@ def _finish(s: _Session, state, history: History, step: int, log: MetricsLog,
         test_last=test_last, steps=step, num_params=s.num_params,
         params_sha256=params_digest(state["params"]),
         batch_stats_sha256=params_digest(state["batch_stats"]), fusions=s.fusions,
-        git=git, status="completed", tracker=tracked)
+        git=git, status="completed", tracker=tracked, config_file=config_file)
     if jax.process_index() == 0:
         # result.json first, naming the result file: a run killed between the two writes finds
         # it on re-run and writes that file once (never a second result for one run).

@@ -9,6 +9,7 @@ whole seconds after a start-up that varies with the machine's load.
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -209,3 +210,129 @@ def test_slurm_flags_become_sbatch_parameters(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="--slurm-extra: expected KEY=VALUE"):
         cluster._extra(["account"])
 
+
+
+# ----------------------------------------------------------------------------------------------
+# One multi-GPU host: --executor local --gpus-per-task N (emulated GPUs: a fake nvidia-smi).
+
+FAKE_SMI = """#!/bin/sh
+echo "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-0a)"
+echo "GPU 1: NVIDIA H100 80GB HBM3 (UUID: GPU-1b)"
+"""
+
+
+@pytest.fixture
+def two_gpus(tmp_path, monkeypatch):
+    """A machine whose nvidia-smi -L lists two GPUs, with nothing set in the environment."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "nvidia-smi").write_text(FAKE_SMI)
+    (bin_dir / "nvidia-smi").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    for key in cluster.DEVICE_ENV:
+        monkeypatch.delenv(key, raising=False)
+    return bin_dir
+
+
+def _local(*flags: str):
+    return sweep.parser().parse_args(["--task", "listops", "--attn", "softmax", "--executor",
+                                      "local", "--time", "5", *flags])
+
+
+def test_each_local_task_gets_its_own_gpu_and_a_share_of_its_memory(tmp_path, two_gpus):
+    """Through submitit's real local executor: four tasks that report their environment, two per
+    GPU. Before, every task got CUDA_VISIBLE_DEVICES='' (the CPU)."""
+    pytest.importorskip("submitit")
+    args = _local("--gpus-per-task", "1", "--tasks-per-gpu", "2")
+    slots = cluster.local_slots(args)
+    assert [s.devices for s in slots] == [(0,), (1,), (0,), (1,)]
+    executor = cluster.make_executor(args, tmp_path / "submitit" / "%j")
+    jobs = cluster.submit_on_slots(executor, [cluster.device_environment] * 4, slots, poll_s=0.1)
+    seen = [job.result() for job in jobs]
+    assert sorted(e["CUDA_VISIBLE_DEVICES"] for e in seen) == ["0", "0", "1", "1"]
+    assert {e["XLA_PYTHON_CLIENT_MEM_FRACTION"] for e in seen} == {"0.45"}
+    assert "XLA_PYTHON_CLIENT_MEM_FRACTION" not in os.environ  # the sweep's own is untouched
+    # One task per GPU: the whole GPU, JAX's own memory settings.
+    one = cluster.local_slots(_local("--gpus-per-task", "1", "--gpus", "1"))
+    assert one == [cluster.Slot((1,))]
+    assert [s.devices for s in cluster.local_slots(_local("--gpus-per-task", "2"))] == [(0, 1)]
+
+
+class _Job:
+    def __init__(self, log):
+        self.log, self.finished = log, False
+
+    def done(self):
+        return self.finished
+
+
+class _Executor:
+    """Records what runs at once; a job ends when the scheduler next looks at the running ones."""
+
+    def __init__(self):
+        self.running, self.most, self.devices = [], 0, []
+
+    def update_parameters(self, gpus_per_node, visible_gpus):
+        self.next = tuple(visible_gpus)
+
+    def submit(self, fn):
+        for job in self.running:  # the oldest ends while a new one waits
+            job.finished = True
+        self.running = [j for j in self.running if not j.finished] + [_Job(self.next)]
+        self.devices.append((self.next, dict(os.environ).get("XLA_PYTHON_CLIENT_MEM_FRACTION")))
+        self.most = max(self.most, len(self.running))
+        return self.running[-1]
+
+
+def test_no_more_tasks_run_than_there_are_slots_and_a_freed_slot_is_reused(monkeypatch):
+    monkeypatch.delenv("XLA_PYTHON_CLIENT_MEM_FRACTION", raising=False)
+    ex = _Executor()
+    slots = [cluster.Slot((0,), (("XLA_PYTHON_CLIENT_MEM_FRACTION", "0.45"),)), cluster.Slot((1,))]
+    jobs = cluster.submit_on_slots(ex, [object()] * 5, slots, poll_s=0)
+    assert len(jobs) == 5 and ex.most <= 2
+    assert [d for d, _ in ex.devices[:2]] == [(0,), (1,)]
+    assert all((d, f) in (((0,), "0.45"), ((1,), None)) for d, f in ex.devices)
+
+
+def test_gpu_flags_give_one_line_errors(tmp_path, two_gpus, monkeypatch, capsys):
+    common = ["--task", "listops", "--attn", "softmax", *TINY, "--workdirs", str(tmp_path / "wd"),
+              "--results-dir", str(tmp_path / "res"), "--no-leaderboard"]
+    assert sweep.main([*common, "--gpus-per-task", "1"]) == 2  # checked before anything is planned
+    assert capsys.readouterr().err.strip() == (
+        "error: --gpus-per-task goes with --executor local or slurm; --executor subprocess runs "
+        "each cell with every device this machine shows it")
+    for flags, message in (
+            (["--executor", "slurm", "--gpus", "0,1"], "--gpus go with --executor local"),
+            (["--executor", "local", "--tasks-per-gpu", "2"], "--tasks-per-gpu shares GPUs"),
+            (["--executor", "local", "--gpus-per-task", "3"],
+             "--gpus-per-task 3: only 2 GPUs found (nvidia-smi -L)"),
+            (["--executor", "local", "--gpus-per-task", "1", "--gpus", "0,x"],
+             "--gpus: expected GPU indices like 0,1,2")):
+        args = sweep.parser().parse_args(["--task", "listops", "--attn", "softmax", *flags])
+        with pytest.raises(ValueError, match=re.escape(message)):
+            cluster.local_slots(args)
+    monkeypatch.setenv("PATH", "/nonexistent")  # no nvidia-smi: no GPU
+    with pytest.raises(ValueError, match=re.escape(
+            "--gpus-per-task 1: no GPU found (nvidia-smi is not on PATH); give --gpus 0,1,... "
+            "or leave --gpus-per-task out to run on the CPU")):
+        cluster.local_slots(_local("--gpus-per-task", "1"))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-0a")
+    with pytest.raises(ValueError, match=re.escape(
+            "CUDA_VISIBLE_DEVICES (give --gpus 0,1,... instead): expected GPU indices")):
+        cluster.local_slots(_local("--gpus-per-task", "1"))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    with pytest.raises(ValueError, match=re.escape(
+            "no GPU found (CUDA_VISIBLE_DEVICES='' hides every GPU)")):
+        cluster.local_slots(_local("--gpus-per-task", "1"))
+
+
+def test_the_local_executor_says_once_that_it_runs_on_the_cpu(two_gpus):
+    note = cluster.placement_note(_local(), [], 12)
+    assert note == ("lra.sweep: --executor local without --gpus-per-task runs every cell on the "
+                    "CPU, all 12 at once (submitit hides the GPUs from its tasks: "
+                    "CUDA_VISIBLE_DEVICES=''); 2 GPUs found here (nvidia-smi -L): "
+                    "--gpus-per-task 1 gives each cell one of them")
+    args = _local("--gpus-per-task", "1", "--tasks-per-gpu", "3")
+    assert cluster.placement_note(args, cluster.local_slots(args), 12) == (
+        "lra.sweep: 12 cells on GPUs 0,1 (nvidia-smi -L): 6 at a time, 1 GPU each, 3 tasks per "
+        "GPU with XLA_PYTHON_CLIENT_MEM_FRACTION=0.30")
