@@ -33,3 +33,15 @@ class DualHead(nnx.Module):
         combined = jnp.concatenate([u, v, u * v, u - v], axis=-1)
         h = jax.nn.relu(self.hidden2(jax.nn.relu(self.hidden1(combined))))
         return self.logits(h).astype(jnp.float32)
+
+
+class PositionHead(nnx.Module):
+    """A per-position classifier (tasks with ``per_position``, e.g. MQAR's language-model head):
+    one Dense(num_classes) on every position. float[B, L, D] -> float32[B, L, C]."""
+
+    def __init__(self, features_dim: int, num_classes: int, *, rngs: nnx.Rngs):
+        self.logits = nnx.Linear(features_dim, num_classes, rngs=rngs)
+
+    def __call__(self, encoded: jax.Array) -> jax.Array:
+        flat = encoded.reshape(-1, encoded.shape[-1])
+        return self.logits(flat).reshape(*encoded.shape[:-1], -1).astype(jnp.float32)
