@@ -23,6 +23,8 @@ Zoology's embedding dropout 0.1 is not applied; the head is not tied to the embe
 """
 
 BASE = {
+    # the form is set here so that every result's config names it (cells of two forms never mix)
+    "data.form": "causal", "data.power_a": 0.01,
     "data.vocab_size": 8192, "data.length": 128, "data.pairs": 8,
     "data.train_size": 20_000, "data.val_size": 1_000, "data.test_size": 1_000,
     "model.emb_dim": 128, "model.qkv_dim": 128, "model.num_heads": 2, "model.num_layers": 2,
