@@ -60,3 +60,6 @@ PRESETS = {
 
 # No family is tuned for MQAR here: Zoology's attention settings apply to every family.
 ATTENTION: dict[str, dict] = {}
+
+# No MODERN: --protocol modern (the published LRA recipes of S4D, S5, LRU, Mega) does not apply to
+# this track and is refused; Zoology's protocol above is the one MQAR runs.

@@ -14,7 +14,7 @@ Contract (see ``Task`` below for the exact signatures)::
     len(src); src[i] -> {"inputs": int32[L], "mask": bool[L], "targets": int32[]}
                          #   per_position: "targets": int32[L] and "target_mask": bool[L]
     task.head(features_dim, mlp_dim, rngs=...)  # nnx.Module: pooled encodings -> logits
-    task.per_position, task.causal                # declared facts (below)
+    task.per_position, task.causal, task.track    # declared facts (below)
     task.provenance()    # Provenance: the folder read, official or generated, examples wanted
 
 ``mask`` is True at real tokens and comes from true lengths, never from ``token > 0``.
@@ -27,6 +27,8 @@ Two declared facts change what a task predicts (the trainer reads them, never a 
   encoder's per-position outputs float[B, L, D] go to the head unpooled, the head returns
   float32[B, L, num_classes], and the loss and accuracy average over the counted positions of the
   batch (an evaluation over the counted positions of the split). tasks/mqar.py is the example.
+* ``track`` (default "lra"): the table the task belongs to. ``lra.sweep --task all`` runs LRA's
+  six (``in_track("lra")``); a task of another track (MQAR's "recall") runs when named.
 * ``causal`` (default False). True: the model must run causally (every family is built with
   ``causal=True``; a family without a causal mode is refused when the config is resolved), so that
   each position's prediction sees only its past.
@@ -58,6 +60,7 @@ __all__ = [
     "default_data_dir",
     "example_index",
     "family",
+    "in_track",
     "register",
     "split_sizes",
 ]
@@ -172,6 +175,9 @@ class Task:
     # The model runs causally (each position sees only its past); the config refuses a family
     # without a causal mode.
     causal: bool = False
+    # The table a task belongs to: "lra" (LRA's six; what ``lra.sweep --task all`` runs) or
+    # another track ("recall": MQAR), named only where asked for by name.
+    track: ClassVar[str] = "lra"
 
     def __init__(self, data_dir: Path, **options: Any):
         self.data_dir = Path(data_dir)
@@ -213,6 +219,11 @@ def register(name: str) -> Callable[[type[Task]], type[Task]]:
 
 def available() -> list[str]:
     return _REGISTRY.names()
+
+
+def in_track(track: str = "lra") -> list[str]:
+    """The registered tasks of one track (``Task.track``), sorted: ``in_track()`` is LRA's six."""
+    return [n for n in available() if family(n).track == track]
 
 
 def family(name: str) -> type[Task]:

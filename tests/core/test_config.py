@@ -61,7 +61,7 @@ def test_modern_resolves_for_every_task_family_and_preset():
     import attention
     import tasks
 
-    for task in tasks.available():
+    for task in tasks.in_track("lra"):  # another track's task (mqar) has no modern protocol
         for family in attention.available():
             for preset in config_lib.PRESETS:
                 cfg = config_lib.load(task, family, preset=preset, protocol="modern")
