@@ -1,4 +1,5 @@
-"""Classifier heads shared by the tasks: one pooled encoding, or two (two-tower retrieval)."""
+"""Classifier heads shared by the tasks: one pooled encoding, two (two-tower retrieval), or every
+position (per-position targets)."""
 
 from __future__ import annotations
 

@@ -76,7 +76,7 @@ def gap_probabilities(space: int, power_a: float) -> np.ndarray:
 
 
 def generate(n: int, *, length: int, pairs: int, vocab_size: int, power_a: float,
-             seed: int) -> dict[str, np.ndarray]:
+             seed: int | Sequence[int]) -> dict[str, np.ndarray]:
     """``n`` examples of the causal form (the module docstring): {"inputs": int32[n, L],
     "targets": int32[n, L], "target_mask": bool[n, L], "keys": int32[n, pairs],
     "values": int32[n, pairs], "gaps": int32[n, pairs]}. Same arguments, same arrays."""
