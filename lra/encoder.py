@@ -180,12 +180,12 @@ class Block(nnx.Module):
             self.norm0 = self.conv = None
         self.norm1 = make_norm(m, dim, rngs=rngs)
         self.attn = attn
-        self.norm2 = self.mlp = self.glu = None
-        if m.channel_mixer == "mlp":
-            self.norm2 = make_norm(m, dim, rngs=rngs)
-            self.mlp = MLP(dim, m.mlp_dim, m.dropout, dtype=dtype, rngs=rngs)
-        elif m.channel_mixer == "glu":
-            self.glu = HalfGLU(dim, m.dropout, dtype=dtype, rngs=rngs)
+        # each attribute assigned once: nnx fixes an attribute first set to None as static
+        mlp = m.channel_mixer == "mlp"
+        self.norm2 = make_norm(m, dim, rngs=rngs) if mlp else None
+        self.mlp = MLP(dim, m.mlp_dim, m.dropout, dtype=dtype, rngs=rngs) if mlp else None
+        self.glu = (HalfGLU(dim, m.dropout, dtype=dtype, rngs=rngs) if m.channel_mixer == "glu"
+                    else None)
         self.dropout = nnx.Dropout(m.dropout, rngs=rngs)
 
     def _residual(self, x, norm, f, mask, deterministic):

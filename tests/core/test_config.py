@@ -47,7 +47,7 @@ def test_linear_input_encoder_needs_a_pixel_task(task):
 
 def test_choices_are_declared_on_the_fields():
     assert config_lib.choices("model.norm") == ("layer", "batch")
-    assert config_lib.choices("model.channel_mixer") == ("mlp", "glu")
+    assert config_lib.choices("model.channel_mixer") == ("mlp", "glu", "none")
     assert config_lib.choices("train.schedule") == ("rsqrt", "cosine", "constant")
 
 
