@@ -150,3 +150,12 @@ def test_a_tiny_run_reports_accuracy_over_the_queries(tmp_path):
     assert record["config"]["data"]["form"] == "causal"
     assert record["data"]["fingerprint"]["generator"]["form"] == "causal"
     assert 0.0 <= record["metrics"]["test_accuracy_at_last"] <= 1.0
+
+
+def test_task_all_is_lras_six_and_mqar_runs_by_name():
+    from lra import sweep
+
+    assert tasks.in_track("recall") == ["mqar"] and "mqar" not in tasks.in_track()
+    assert {c.task for c in sweep.expand("all", "softmax", [0])} == set(tasks.in_track("lra"))
+    assert len(tasks.in_track("lra")) == 6
+    assert {c.task for c in sweep.expand("mqar,listops", "softmax", [0])} == {"mqar", "listops"}
