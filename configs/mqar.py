@@ -40,8 +40,8 @@ BASE = {
 
 PRESETS = {
     "paper": {},
-    # The issue 57 probe: a vocabulary of 512 at (128, 8), width 64, batch 64, 2,000 steps; softmax
-    # learns it in about 1,200 steps on a CPU (docs/tasks-and-data.md "MQAR": the measured cost).
+    # The issue 57 probe's shape: a vocabulary of 512 at (128, 8), width 64, batch 64, 2,000 steps
+    # (docs/tasks-and-data.md "MQAR": what it costs and learns here at the default lr).
     "small": {
         "data.vocab_size": 512, "data.train_size": 20_000, "data.val_size": 500,
         "data.test_size": 1_000,
