@@ -157,5 +157,6 @@ def test_task_all_is_lras_six_and_mqar_runs_by_name():
 
     assert tasks.in_track("recall") == ["mqar"] and "mqar" not in tasks.in_track()
     assert {c.task for c in sweep.expand("all", "softmax", [0])} == set(tasks.in_track("lra"))
-    assert len(tasks.in_track("lra")) == 6
+    # LRA's six (a test may register its own task beside them: the add-a-task example's parity)
+    assert {"listops", "text", "retrieval", "image", "pathfinder", "pathx"} <= set(tasks.in_track())
     assert {c.task for c in sweep.expand("mqar,listops", "softmax", [0])} == {"mqar", "listops"}
