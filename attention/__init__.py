@@ -112,7 +112,8 @@ from typing import Any
 
 from lra.registry import Registry, UnknownNameError
 
-__all__ = ["UnknownAttentionError", "available", "build", "family", "options", "register"]
+__all__ = ["UnknownAttentionError", "available", "build", "family", "has_causal_mode", "options",
+           "register"]
 
 ENTRY_POINT_GROUP = "lra.attention"
 
@@ -159,6 +160,12 @@ def options(name: str) -> dict[str, Any]:
         if p.name != "self" and p.name not in COMMON_ARGS
         and p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)
     }
+
+
+def has_causal_mode(name: str) -> bool:
+    """Whether family ``name`` declares ``causal`` (its causal mode: each position sees only its
+    past); a family without one is refused by ``build(..., causal=True)``."""
+    return "causal" in inspect.signature(family(name).__init__).parameters
 
 
 def build(name: str, **kwargs: Any):

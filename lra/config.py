@@ -83,15 +83,19 @@ class ModelConfig:
     attention_dropout: float = option(0.1, low=0, high=1, high_open=True)
     # "cls" (prepend a CLS token) | "mean" (masked mean)
     pooling: str = option("cls", choices=("cls", "mean"))
-    positional: str = option("sinusoidal", choices=("sinusoidal", "learned"))
+    # "none": no positional encoding (Zoology's MQAR models: the short convolution gives order)
+    positional: str = option("sinusoidal", choices=("sinusoidal", "learned", "none"))
     # compute dtype; parameters stay float32
     dtype: str = option("float32", choices=("float32", "bfloat16"))
     remat: bool = option(False)  # recompute each block in the backward pass (saves activation memory)
     # "layer" | "batch" (statistics over real tokens; lra/encoder.py)
     norm: str = option("layer", choices=("layer", "batch"))
     prenorm: bool = option(True)  # False: post-norm, x = norm(x + f(x))
-    # "mlp" (LRA) | "glu" (S5's half-GLU after the mixer, no MLP)
-    channel_mixer: str = option("mlp", choices=("mlp", "glu"))
+    # "mlp" (LRA) | "glu" (S5's half-GLU after the mixer, no MLP) | "none" (the mixer alone: Zoology)
+    channel_mixer: str = option("mlp", choices=("mlp", "glu", "none"))
+    # > 0: before the mixer, each block has Zoology's BaseConv residual sublayer of this kernel:
+    # h + Linear(h) * conv(h), a depthwise convolution, causal when the task is causal; 0 = none
+    short_conv: int = option(0, low=0)
     bn_momentum: float = option(0.9, low=0, high=1, high_open=True)  # running statistics of norm="batch"
     # "embed" (token ids) | "linear" (normalised pixel values)
     input_encoder: str = option("embed", choices=("embed", "linear"))
@@ -440,7 +444,21 @@ def validate(config: Config) -> None:
         raise ConfigError(f"model.input_encoder='linear' projects pixel values; task "
                           f"{config.task!r} has token inputs (use it on image, pathfinder, pathx, "
                           f"or model.input_encoder=embed)")
+    _check_causal(config, task)
     _check_attention(config, task)
+
+
+def _check_causal(config: Config, task: tasks.Task) -> None:
+    """A causal task (``Task.causal``, e.g. mqar's ``data.form=causal``) runs only families with a
+    causal mode; the error names them."""
+    if not task.causal or attention.has_causal_mode(config.attention):
+        return
+    causal = [n for n in attention.available() if attention.has_causal_mode(n)]
+    hint = (" (or --set data.form=bidirectional, which every family runs)"
+            if "form" in tasks.data_options(config.task) else "")
+    raise ConfigError(f"{config.attention!r} has no causal mode, and task {config.task!r} as "
+                      f"configured is causal; the families with a causal mode: "
+                      f"{', '.join(causal)}{hint}")
 
 
 def _check_data(config: Config) -> tasks.Task:
@@ -462,7 +480,7 @@ def _check_attention(config: Config, task: tasks.Task) -> None:
     for key, value in config.attn.items():
         _check_like(f"attn.{key}", value, defaults.get(key))
     m = config.model
-    args = dict(dim=m.emb_dim, num_heads=m.num_heads, qkv_dim=m.qkv_dim, causal=False,
+    args = dict(dim=m.emb_dim, num_heads=m.num_heads, qkv_dim=m.qkv_dim, causal=task.causal,
                 max_len=task.max_len + (1 if m.pooling == "cls" else 0),
                 dropout=m.attention_dropout, **config.attn)
     # The abstract build traces the family's constructor (about 0.1-0.2 s): its verdict is kept per

@@ -3,15 +3,19 @@
     tokens int32[B, L], mask bool[B, L]
       -> input encoder: token embedding, or (``input_encoder="linear"``, pixel tasks) a linear map of
          the normalised pixel value  (+ a CLS token in front when pooling == "cls")
-      -> + positional encoding (sinusoidal, or learned N(0, 0.02))
+      -> + positional encoding (sinusoidal, learned N(0, 0.02), or none)
       -> N blocks around the attention family (the sequence mixer):
+           short_conv K > 0 (Zoology): first x + BaseConv(N(x)), BaseConv(h) = h + W h * conv_K(h)
            channel_mixer "mlp" (LRA):  x + Attn(N(x), mask);  x + MLP(N(x))   (MLP: Dense -> GELU or
                                        SiLU -> Dense)
            channel_mixer "glu" (S5):   x + GLU(Attn(N(x), mask)),  GLU(y) = g * sigmoid(W g), g = GELU(y)
+           channel_mixer "none":       x + Attn(N(x), mask)
          pre-norm as written; post-norm (``prenorm=False``): x = N(x + f(x)) instead
       -> a final norm (pre-norm only; ``final_norm=False``: none, as S5 and minimal-LRU)
-      -> pooling: the CLS position, or the mean over real tokens
-      -> float[B, D]
+      -> pooling: the CLS position, or the mean over real tokens -> float[B, D]
+         (a per-position task, ``Task.per_position``: no pooling -> float[B, L, D])
+
+A causal task (``Task.causal``) builds every family, and the short convolution, causally.
 
 Dropout (``model.dropout``) follows the input embedding (unless ``input_dropout=False``), the
 mixer's GELU in the GLU, the MLP's activation, and each residual branch; ``dropout_form="tied"``
@@ -166,21 +170,50 @@ class MLP(nnx.Module):
         return rowwise(self.down, h)
 
 
+class BaseConv(nnx.Module):
+    """Zoology's BaseConv (HazyResearch/zoology, zoology/mixers/base_conv.py): h + Linear(h) *
+    conv(h), conv a depthwise convolution of ``kernel`` taps with bias. Causal (``causal``: position
+    t sees t-kernel+1..t) or centred; zero at pads on its input and output, so real positions never
+    see padding. float[B, L, D] -> float[B, L, D]."""
+
+    def __init__(self, dim: int, kernel: int, *, causal: bool, dtype, rngs: nnx.Rngs):
+        bound = 1.0 / math.sqrt(kernel)  # PyTorch Conv1d's default init, as Zoology's
+        self.kernel, self.causal = kernel, causal
+        self.weight = nnx.Param(jax.random.uniform(rngs.params(), (kernel, dim), jnp.float32,
+                                                   -bound, bound))
+        self.bias = nnx.Param(jax.random.uniform(rngs.params(), (dim,), jnp.float32, -bound, bound))
+        self.proj = nnx.Linear(dim, dim, dtype=dtype, rngs=rngs)
+
+    def __call__(self, h: jax.Array, mask: jax.Array) -> jax.Array:
+        keep = mask[..., None]
+        u = jnp.where(keep, h, jnp.zeros((), h.dtype))
+        before = self.kernel - 1 if self.causal else (self.kernel - 1) // 2
+        up = jnp.pad(u, [(0, 0), (before, self.kernel - 1 - before), (0, 0)])
+        w, length = self.weight[...].astype(h.dtype), h.shape[1]
+        conv = sum(up[:, j:j + length] * w[j][None, None] for j in range(self.kernel))
+        y = h + rowwise(self.proj, h) * (conv + self.bias[...].astype(h.dtype)[None, None])
+        return jnp.where(keep, y, jnp.zeros((), y.dtype))
+
+
 class Block(nnx.Module):
     """One block around any registered attention family (see the module docstring for the forms)."""
 
-    def __init__(self, attn: nnx.Module, m: ModelConfig, *, rngs: nnx.Rngs):
+    def __init__(self, attn: nnx.Module, m: ModelConfig, *, causal: bool = False,
+                 rngs: nnx.Rngs):
         dim, dtype = m.emb_dim, _DTYPES[m.dtype]
         self.prenorm = m.prenorm
+        if m.short_conv:
+            self.norm0 = make_norm(m, dim, rngs=rngs)
+            self.conv = BaseConv(dim, m.short_conv, causal=causal, dtype=dtype, rngs=rngs)
+        else:
+            self.norm0 = self.conv = None
         self.norm1 = make_norm(m, dim, rngs=rngs)
         self.attn = attn
-        if m.channel_mixer == "mlp":
-            self.norm2 = make_norm(m, dim, rngs=rngs)
-            self.mlp = MLP(m, dtype=dtype, rngs=rngs)
-            self.glu = None
-        else:
-            self.norm2 = self.mlp = None
-            self.glu = HalfGLU(m, dtype=dtype, rngs=rngs)
+        # each attribute assigned once: nnx fixes an attribute first set to None as static
+        mlp = m.channel_mixer == "mlp"
+        self.norm2 = make_norm(m, dim, rngs=rngs) if mlp else None
+        self.mlp = MLP(m, dtype=dtype, rngs=rngs) if mlp else None
+        self.glu = HalfGLU(m, dtype=dtype, rngs=rngs) if m.channel_mixer == "glu" else None
         self.dropout = dropout(m, m.dropout, rngs=rngs)
 
     def _residual(self, x, norm, f, mask, deterministic):
@@ -194,6 +227,8 @@ class Block(nnx.Module):
             y = self.attn(h, mask, deterministic=deterministic)
             return y if self.glu is None else self.glu(y, deterministic=deterministic)
 
+        if self.conv is not None:
+            x = self._residual(x, self.norm0, lambda h: self.conv(h, mask), mask, deterministic)
         x = self._residual(x, self.norm1, mix, mask, deterministic)
         if self.mlp is not None:
             x = self._residual(x, self.norm2, lambda h: self.mlp(h, deterministic=deterministic),
@@ -228,7 +263,10 @@ class Encoder(nnx.Module):
                                    embedding_init=nnx.initializers.normal(1.0), rngs=rngs)
             self.pixel_proj = None
         self.cls = nnx.Param(jnp.zeros((1, 1, m.emb_dim))) if m.pooling == "cls" else None
-        if m.positional == "learned":
+        self.seq_len = seq_len
+        if m.positional == "none":
+            self.positions = None
+        elif m.positional == "learned":
             self.positions = nnx.Param(nnx.initializers.normal(0.02)(rngs.params(),
                                                                      (seq_len, m.emb_dim)))
         else:
@@ -240,7 +278,7 @@ class Encoder(nnx.Module):
                                   qkv_dim=m.qkv_dim, causal=causal, max_len=seq_len,
                                   dropout=m.attention_dropout, rngs=rngs,
                                   layers_held=1 if m.remat else m.num_layers, **attn_options),
-                  m, rngs=rngs)
+                  m, causal=causal, rngs=rngs)
             for _ in range(m.num_layers)
         ])
         self.final_norm = (make_norm(m, m.emb_dim, rngs=rngs) if m.prenorm and m.final_norm
@@ -253,11 +291,14 @@ class Encoder(nnx.Module):
         intensity = (tokens - self.pixel_offset).astype(jnp.float32) / 255.0
         return rowwise(self.pixel_proj, ((intensity - self.pixel_mean) / self.pixel_std)[..., None])
 
-    def __call__(self, tokens: jax.Array, mask: jax.Array, *, deterministic: bool = True):
-        return self.encode(self.embed_inputs(tokens), mask, deterministic=deterministic)
+    def __call__(self, tokens: jax.Array, mask: jax.Array, *, deterministic: bool = True,
+                 pool: bool = True):
+        return self.encode(self.embed_inputs(tokens), mask, deterministic=deterministic, pool=pool)
 
-    def encode(self, x: jax.Array, mask: jax.Array, *, deterministic: bool = True):
-        """Input embeddings float[B, L, D] (``self.embed_inputs(tokens)``) -> pooled float[B, D].
+    def encode(self, x: jax.Array, mask: jax.Array, *, deterministic: bool = True,
+               pool: bool = True):
+        """Input embeddings float[B, L, D] (``self.embed_inputs(tokens)``) -> pooled float[B, D],
+        or with ``pool=False`` (per-position tasks) every input position's float32[B, L, D].
 
         Split from ``__call__`` so that tests can differentiate the pooled vector with respect to
         each token's embedding (tests/attention/test_comparability.py's receptive-field check).
@@ -266,10 +307,11 @@ class Encoder(nnx.Module):
             cls = jnp.broadcast_to(self.cls[...], (x.shape[0], 1, x.shape[2]))
             x = jnp.concatenate([cls, x], axis=1)
             mask = jnp.concatenate([jnp.ones((mask.shape[0], 1), bool), mask], axis=1)
-        if x.shape[1] > self.positions.shape[0]:
+        if x.shape[1] > self.seq_len:
             raise ValueError(f"sequence of length {x.shape[1]} exceeds the encoder's maximum "
-                             f"{self.positions.shape[0]}")
-        x = x + self.positions[...][None, : x.shape[1]]
+                             f"{self.seq_len}")
+        if self.positions is not None:
+            x = x + self.positions[...][None, : x.shape[1]]
         x = self.dropout(x.astype(self.dtype), deterministic=deterministic)
         for block in self.blocks:
             if self.remat:
@@ -279,6 +321,8 @@ class Encoder(nnx.Module):
         if self.final_norm is not None:
             x = self.final_norm(x, mask, deterministic=deterministic)
         x = x.astype(jnp.float32)
+        if not pool:
+            return x if self.cls is None else x[:, 1:]
         if self.pooling == "cls":
             return x[:, 0]
         weights = mask.astype(jnp.float32)[..., None]
@@ -288,19 +332,23 @@ class Encoder(nnx.Module):
 class Classifier(nnx.Module):
     """One encoder shared by every input of the task (two towers share weights) and the task's head.
 
-    batch: {"inputs": int32[B, L], "mask": bool[B, L], ...} -> logits float32[B, C].
+    batch: {"inputs": int32[B, L], "mask": bool[B, L], ...} -> logits float32[B, C], or with
+    ``per_position`` (the task's declared fact) the unpooled encodings' float32[B, L, C].
     """
 
-    def __init__(self, encoder: Encoder, head: nnx.Module, inputs: tuple[str, ...]):
+    def __init__(self, encoder: Encoder, head: nnx.Module, inputs: tuple[str, ...],
+                 per_position: bool = False):
         self.encoder = encoder
         self.head = head
         self.inputs = tuple(inputs)
+        self.per_position = per_position
 
     def __call__(self, batch: Mapping[str, jax.Array], *, deterministic: bool = True) -> jax.Array:
         pooled = []
         for name in self.inputs:
             mask_name = "mask" + name[len("inputs"):]
-            pooled.append(self.encoder(batch[name], batch[mask_name], deterministic=deterministic))
+            pooled.append(self.encoder(batch[name], batch[mask_name], deterministic=deterministic,
+                                       pool=not self.per_position))
         return self.head(*pooled)
 
 
@@ -313,6 +361,7 @@ def build_model(config, task, *, rngs: nnx.Rngs, max_len: int | None = None) -> 
     encoder = Encoder(m, vocab_size=task.vocab_size,
                       max_len=task.max_len if max_len is None else max_len,
                       attention_name=config.attention, attn_options=config.attn,
-                      pixel_stats=task.pixel_stats, pixel_offset=task.pixel_offset, rngs=rngs)
+                      causal=task.causal, pixel_stats=task.pixel_stats,
+                      pixel_offset=task.pixel_offset, rngs=rngs)
     head = task.head(m.emb_dim, m.mlp_dim, rngs=rngs, form=m.head, activation=m.head_activation)
-    return Classifier(encoder, head, task.inputs)
+    return Classifier(encoder, head, task.inputs, per_position=task.per_position)

@@ -189,7 +189,10 @@ def expand(task_arg: str, attn_arg: str, seeds: Iterable[int],
     import attention
     import tasks
 
+    # "all" is LRA's six tasks (tasks.in_track); another track's task (mqar) runs when named
     task_names = _names(task_arg, tasks.available(), "task")
+    if task_arg.strip() == "all":
+        task_names = tasks.in_track("lra")
     attn_names = _names(attn_arg, attention.available(), "attn")
     points = [tuple(zip([k for k, _ in grid], combo)) for combo in
               itertools.product(*[values for _, values in grid])]
@@ -588,7 +591,8 @@ def parser() -> argparse.ArgumentParser:
         epilog=f"tasks: {', '.join(tasks.available())}\nattentions: {', '.join(attention.available())}",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--task", metavar="TASKS",
-                   help="comma-separated task names, or all (required unless --config names one)")
+                   help="comma-separated task names, or all (LRA's six; mqar only by name; required "
+                        "unless --config names one)")
     p.add_argument("--attn", metavar="ATTNS",
                    help="comma-separated attention families, or all (every registered family, "
                         "including those from the lra.attention entry-point group; required "

@@ -66,7 +66,16 @@ def _reseed(model: nnx.Module, rng: jax.Array) -> None:
 
 
 def _loss(model: nnx.Module, batch):
+    """(mean cross-entropy, accuracy) over the batch's examples, or, where the batch carries a
+    ``target_mask`` (a task with per-position targets, ``tasks.Task.per_position``), over its
+    counted positions."""
     logits = model(batch, deterministic=False)
+    if "target_mask" in batch:
+        counted = batch["target_mask"].astype(jnp.float32)
+        n = jnp.maximum(jnp.sum(counted), 1.0)
+        ce = optax.softmax_cross_entropy_with_integer_labels(logits, batch["targets"])
+        correct = (jnp.argmax(logits, -1) == batch["targets"]).astype(jnp.float32)
+        return jnp.sum(ce * counted) / n, jnp.sum(correct * counted) / n
     loss = optax.softmax_cross_entropy_with_integer_labels(logits, batch["targets"]).mean()
     accuracy = jnp.mean(jnp.argmax(logits, -1) == batch["targets"])
     return loss, accuracy
@@ -146,16 +155,22 @@ def make_train_step(graphdef, tx: optax.GradientTransformation, grad_accum: int,
 
 
 def make_eval_step(graphdef) -> Callable:
-    """eval_step(params, batch_stats, rest, batch) -> weighted sums {correct, loss, count}; the
-    model runs deterministically on the trained running statistics."""
+    """eval_step(params, batch_stats, rest, batch) -> weighted sums {correct, loss, count,
+    examples}; the model runs deterministically on the trained running statistics. ``count`` is
+    the examples counted, or with per-position targets (a ``target_mask`` in the batch) the
+    positions counted, which accuracy and loss average over."""
 
     def eval_step(params, batch_stats, rest, batch):
         model = nnx.merge(graphdef, params, batch_stats, rest)
         logits = model(batch, deterministic=True)
         w = batch["weights"]
+        examples = jnp.sum(w)
+        if "target_mask" in batch:
+            w = w[:, None] * batch["target_mask"].astype(jnp.float32)
         loss = optax.softmax_cross_entropy_with_integer_labels(logits, batch["targets"])
         correct = (jnp.argmax(logits, -1) == batch["targets"]).astype(jnp.float32)
-        return {"correct": jnp.sum(correct * w), "loss": jnp.sum(loss * w), "count": jnp.sum(w)}
+        return {"correct": jnp.sum(correct * w), "loss": jnp.sum(loss * w), "count": jnp.sum(w),
+                "examples": examples}
 
     return eval_step
 
@@ -282,7 +297,7 @@ def evaluate_split(eval_fn, state, rest, source, batch_size: int, mesh, *, max_b
     validation and test here and ``lra.evaluate`` run it, so that a checkpoint evaluated again
     scores as its run recorded, bit for bit. ``before_batch``: called before each batch (a stop
     check, a progress bar)."""
-    sums = {"correct": 0.0, "loss": 0.0, "count": 0.0}
+    sums = {"correct": 0.0, "loss": 0.0, "count": 0.0, "examples": 0.0}
     data_sharding = sharding.batch_sharding(mesh)
     for batch in eval_batches(source, batch_size, max_batches=max_batches,
                               process_index=jax.process_index(),
@@ -294,7 +309,8 @@ def evaluate_split(eval_fn, state, rest, source, batch_size: int, mesh, *, max_b
         for k in sums:
             sums[k] += float(out[k])
     n = max(sums["count"], 1.0)
-    return {"accuracy": sums["correct"] / n, "loss": sums["loss"] / n, "examples": int(sums["count"])}
+    return {"accuracy": sums["correct"] / n, "loss": sums["loss"] / n,
+            "examples": int(sums["examples"])}
 
 
 def _evaluate(eval_fn, state, rest, source, config: Config, mesh, *, max_batches=0) -> dict:

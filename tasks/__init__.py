@@ -12,11 +12,26 @@ Contract (see ``Task`` below for the exact signatures)::
     task.prepare()       # make sure the data is there (generate it, or explain how to get it)
     src = task.source("train")                                    # "train" | "val" | "test"
     len(src); src[i] -> {"inputs": int32[L], "mask": bool[L], "targets": int32[]}
+                         #   per_position: "targets": int32[L] and "target_mask": bool[L]
     task.head(features_dim, mlp_dim, rngs=..., **options)  # nnx.Module: pooled encodings -> logits
+    task.per_position, task.causal, task.track    # declared facts (below)
     task.provenance()    # Provenance: the folder read, official or generated, examples wanted
 
 ``mask`` is True at real tokens and comes from true lengths, never from ``token > 0``.
 Every example of a split has the same length ``max_len`` (padded with ``pad_id``).
+
+Two declared facts change what a task predicts (the trainer reads them, never a task's name):
+
+* ``per_position`` (default False: one target per example, the LRA tasks). True: an example
+  carries ``targets: int32[L]`` and ``target_mask: bool[L]`` (True where a target counts), the
+  encoder's per-position outputs float[B, L, D] go to the head unpooled, the head returns
+  float32[B, L, num_classes], and the loss and accuracy average over the counted positions of the
+  batch (an evaluation over the counted positions of the split). tasks/mqar.py is the example.
+* ``track`` (default "lra"): the table the task belongs to. ``lra.sweep --task all`` runs LRA's
+  six (``in_track("lra")``); a task of another track (MQAR's "recall") runs when named.
+* ``causal`` (default False). True: the model must run causally (every family is built with
+  ``causal=True``; a family without a causal mode is refused when the config is resolved), so that
+  each position's prediction sees only its past.
 Batching (shuffling, grouping examples into ``[B, L]`` arrays) happens once, in ``lra.data_pipeline``.
 """
 
@@ -45,6 +60,7 @@ __all__ = [
     "default_data_dir",
     "example_index",
     "family",
+    "in_track",
     "register",
     "split_sizes",
 ]
@@ -158,6 +174,15 @@ class Task:
     # intensity / 255 that a linear input encoder normalises with. None for token tasks.
     pixel_stats: tuple[float, float] | None = None
     pixel_offset: int = 1
+    # Per-position targets (the module docstring): examples carry targets int32[L] and
+    # target_mask bool[L]; the head classifies every position. False: one target per example.
+    per_position: bool = False
+    # The model runs causally (each position sees only its past); the config refuses a family
+    # without a causal mode.
+    causal: bool = False
+    # The table a task belongs to: "lra" (LRA's six; what ``lra.sweep --task all`` runs) or
+    # another track ("recall": MQAR), named only where asked for by name.
+    track: ClassVar[str] = "lra"
 
     def __init__(self, data_dir: Path, **options: Any):
         self.data_dir = Path(data_dir)
@@ -171,9 +196,10 @@ class Task:
         raise NotImplementedError
 
     def head(self, features_dim: int, mlp_dim: int, *, rngs, **options):
-        """The classifier: one pooled encoding per entry of ``inputs`` -> float[B, num_classes].
+        """The classifier: one pooled encoding per entry of ``inputs`` -> float[B, num_classes];
+        with ``per_position``, the encodings float[B, L, D] -> float[B, L, num_classes].
         ``options``: the model's head keys (``form``, ``activation``: tasks/_heads.py), passed on
-        to the head unchanged."""
+        to the head unchanged (a per-position head is one Dense whatever the form)."""
         raise NotImplementedError
 
     def provenance(self) -> Provenance:
@@ -200,6 +226,11 @@ def register(name: str) -> Callable[[type[Task]], type[Task]]:
 
 def available() -> list[str]:
     return _REGISTRY.names()
+
+
+def in_track(track: str = "lra") -> list[str]:
+    """The registered tasks of one track (``Task.track``), sorted: ``in_track()`` is LRA's six."""
+    return [n for n in available() if family(n).track == track]
 
 
 def family(name: str) -> type[Task]:

@@ -1,4 +1,5 @@
-"""Classifier heads shared by the tasks: one pooled encoding, or two (two-tower retrieval).
+"""Classifier heads shared by the tasks: one pooled encoding, two (two-tower retrieval), or every
+position (per-position targets: ``PositionHead``, one Dense(C) whatever the form).
 
 A task's ``head(features_dim, mlp_dim, *, rngs, **options)`` passes ``options`` on unchanged; they
 are the model config's head keys (``form`` = ``model.head``, ``activation`` =
@@ -70,3 +71,15 @@ class DualHead(nnx.Module):
         if self.hidden2 is not None:
             h = self.activation(self.hidden2(h))
         return self.logits(h).astype(jnp.float32)
+
+
+class PositionHead(nnx.Module):
+    """A per-position classifier (tasks with ``per_position``, e.g. MQAR's language-model head):
+    one Dense(num_classes) on every position. float[B, L, D] -> float32[B, L, C]."""
+
+    def __init__(self, features_dim: int, num_classes: int, *, rngs: nnx.Rngs):
+        self.logits = nnx.Linear(features_dim, num_classes, rngs=rngs)
+
+    def __call__(self, encoded: jax.Array) -> jax.Array:
+        flat = encoded.reshape(-1, encoded.shape[-1])
+        return self.logits(flat).reshape(*encoded.shape[:-1], -1).astype(jnp.float32)

@@ -131,7 +131,11 @@ def make_batch(task: tasks.Task, batch: int, length: int, seed: int = 0) -> dict
         mask = np.arange(length)[None, :] < lengths[:, None]
         ids = np.where(mask, rng.integers(1, task.vocab_size, size=(batch, length)), task.pad_id)
         out[name], out["mask" + name[len("inputs"):]] = ids.astype(np.int32), mask
-    out["targets"] = rng.integers(0, task.num_classes, size=batch).astype(np.int32)
+    if task.per_position:  # a target at every position, a quarter of them counted
+        out["targets"] = rng.integers(0, task.num_classes, size=(batch, length)).astype(np.int32)
+        out["target_mask"] = rng.random((batch, length)) < 0.25
+    else:
+        out["targets"] = rng.integers(0, task.num_classes, size=batch).astype(np.int32)
     return out
 
 

@@ -28,8 +28,15 @@ FIXTURE = Path(__file__).parent / "data" / "resolved_configs.json"
 ANCHOR = "softmax"
 
 
+REFUSED = "<refused>"  # a cell lra.config refuses (mqar's causal form for a family without a
+# causal mode, a protocol a task does not define) pins its one-line error under this key
+
+
 def _resolve(task: str, family: str, preset: str, protocol: str) -> dict:
-    cfg = C.flatten(C.load(task, family, preset=preset, protocol=protocol).to_dict())
+    try:
+        cfg = C.flatten(C.load(task, family, preset=preset, protocol=protocol).to_dict())
+    except C.ConfigError as err:
+        return {REFUSED: str(err)}
     cfg.pop("attention")
     return cfg
 
@@ -42,9 +49,12 @@ def resolved_table() -> dict[str, dict]:
                 anchor = _resolve(task, ANCHOR, preset, protocol)
                 table[f"{task}/{preset}/{protocol}"] = anchor
                 for family in attention.available():
-                    if family == ANCHOR:
+                    if family == ANCHOR or REFUSED in anchor:
                         continue
                     cfg = _resolve(task, family, preset, protocol)
+                    if REFUSED in cfg:
+                        table[f"{task}/{preset}/{protocol}/{family}"] = cfg
+                        continue
                     delta = {k: v for k, v in cfg.items() if anchor.get(k, object()) != v}
                     delta.update({k: None for k in anchor if k not in cfg})
                     table[f"{task}/{preset}/{protocol}/{family}"] = delta
@@ -80,6 +90,8 @@ def test_the_preset_is_applied_after_the_family():
         module = importlib.import_module(f"configs.{task}")
         for preset in ("tiny", "small"):
             for family in attention.available():
-                cfg = C.flatten(C.load(task, family, preset=preset).to_dict())
+                cfg = _resolve(task, family, preset, "lra")
+                if REFUSED in cfg:
+                    continue
                 wrong = {k: (cfg[k], v) for k, v in module.PRESETS[preset].items() if cfg[k] != v}
                 assert not wrong, f"{task}/{family}/{preset}: family delta beat the preset: {wrong}"
