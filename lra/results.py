@@ -202,7 +202,8 @@ def build_record(config, *, overrides: list[str] | tuple[str, ...] = (), task_fa
     ``lra.data_fingerprint.fingerprint``; ``test_last``: the last step's test evaluation
     {accuracy, loss, examples}; ``overrides``: the ``--set`` pairs (``config_overrides``);
     ``tracker``: the experiment tracker's run (``lra.tracker.Wandb.record``: name, run_id, project,
-    entity, group, tags), kept as the record's ``tracker`` field only when the run used one."""
+    entity, group, tags), kept as the record's ``tracker`` field only when the run used one. A run of
+    a one-file family records the file as ``attention_file`` (``attention.file_source``)."""
     record = {
         "format_version": FORMAT_VERSION,
         "task": config.task, "attention": config.attention, "preset": config.preset,
@@ -240,6 +241,11 @@ def build_record(config, *, overrides: list[str] | tuple[str, ...] = (), task_fa
     }
     if tracker is not None:
         record["tracker"] = dict(tracker)
+    import attention
+
+    source = attention.file_source(config.attention)
+    if source is not None:  # a one-file family (--attn path.py:Class): which file, which version
+        record["attention_file"] = source
     return record
 
 

@@ -46,8 +46,10 @@ def parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--task", required=True, choices=task_names, metavar="TASK",
                    help=f"one of: {', '.join(task_names)}")
-    p.add_argument("--attn", required=True, choices=attn_names, metavar="ATTN",
-                   help=f"one of: {', '.join(attn_names)}")
+    p.add_argument("--attn", required=True, type=attention_arg, metavar="ATTN",
+                   help=f"one of: {', '.join(attn_names)}; or path/to/file.py:ClassName, a family "
+                        "in one file (registered as <name>@<its hash>; see attention/README.md "
+                        "'A family in one file')")
     p.add_argument("--preset", default="paper", choices=config_lib.PRESETS,
                    help="the scale of the run: tiny, small, paper (the protocol's full budget)")
     p.add_argument("--protocol", default="lra", choices=config_lib.PROTOCOLS,
@@ -99,6 +101,23 @@ def parser() -> argparse.ArgumentParser:
     dist.add_argument("--num-processes", type=int, default=None)
     dist.add_argument("--process-id", type=int, default=None)
     return p
+
+
+def attention_arg(text: str) -> str:
+    """``--attn``'s value: a registered family's name, or ``path/to/file.py:ClassName``, whose class
+    is registered here (``attention.load_file``) and whose registered name is returned."""
+    import attention
+
+    if attention.is_file_spec(text):
+        try:
+            return attention.load_file(text)
+        except ValueError as err:
+            raise argparse.ArgumentTypeError(str(err)) from None
+    if text not in attention.available():
+        raise argparse.ArgumentTypeError(f"invalid choice: {text!r} (choose from "
+                                         f"{', '.join(attention.available())}, or give "
+                                         "path/to/file.py:ClassName)")
+    return text
 
 
 def resolve_config(args: argparse.Namespace):
