@@ -215,8 +215,11 @@ def plugins() -> dict[str, str]:
 
 
 def available() -> list[str]:
-    """Sorted names of every registered attention family."""
-    return _REGISTRY.names()
+    """Sorted names of every registered attention family (this tree's and the plugins'; not the
+    one-file families ``load_file`` registered, which are found by name only)."""
+    from attention import _file
+
+    return [n for n in _REGISTRY.names() if _file.source(n) is None]
 
 
 def family(name: str) -> type:

@@ -26,6 +26,7 @@ from reference import dense_reference
 
 import attention
 from lra.leaderboard import identity
+from lra.testing import B, D, H, L, inputs, make, supports_causal  # noqa: F401  (re-exported)
 
 # The repository's root folder (the test files sit one folder deeper, in tests/<folder>/).
 REPO = Path(__file__).resolve().parent.parent
@@ -278,34 +279,8 @@ def installed_plugin(site: Path, module: str, code: str, entry_points: dict[str,
 # The attention contract's sizes and modules (tests/attention/test_contract.py, and the checks that
 # lower every family's step: tests/attention/test_host_calls.py).
 
-B, L, D, H = 2, 64, 32, 4
+# The sizes, modules and inputs are lra.testing's (the checks shipped with the package), one definition.
 FAMILIES = attention.available()
-
-
-def make(name, *, causal=False, seed=0, dropout=0.0, **opts):
-    # A family may name small-size options so that these tests, at L=64, exercise its structure
-    # (e.g. several blocks rather than one); see attention/__init__.py.
-    opts = {**getattr(attention.family(name), "contract_options", {}), **opts}
-    return attention.build(name, dim=D, num_heads=H, qkv_dim=D, causal=causal, max_len=L,
-                           dropout=dropout, rngs=nnx.Rngs(seed), **opts)
-
-
-def inputs(seed=1, dtype=jnp.float32):
-    x = jax.random.normal(jax.random.key(seed), (B, L, D), dtype=dtype)
-    lengths = jnp.array([L, L - 23])
-    mask = jnp.arange(L)[None, :] < lengths[:, None]
-    return x, mask
-
-
-def supports_causal(name):
-    return "causal" in attention.options(name) or "causal" in _init_params(name)
-
-
-def _init_params(name):
-    import inspect
-
-    return inspect.signature(attention.family(name).__init__).parameters
-
 
 # ----------------------------------------------------------------------------------------------
 # XLA's compiled temp bytes of a family's training step (tests/attention/test_memory.py, and Mega's
