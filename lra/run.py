@@ -48,8 +48,8 @@ def parser() -> argparse.ArgumentParser:
                    help=f"one of: {', '.join(task_names)}")
     p.add_argument("--attn", required=True, type=attention_arg, metavar="ATTN",
                    help=f"one of: {', '.join(attn_names)}; or path/to/file.py:ClassName, a family "
-                        "in one file (registered as <name>@<its hash>; see attention/README.md "
-                        "'A family in one file')")
+                        "in one file, registered as <name>@<its hash> (see "
+                        "attention/README.md 'A family in one file')")
     p.add_argument("--preset", default="paper", choices=config_lib.PRESETS,
                    help="the scale of the run: tiny, small, paper (the protocol's full budget)")
     p.add_argument("--protocol", default="lra", choices=config_lib.PROTOCOLS,
