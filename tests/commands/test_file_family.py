@@ -10,9 +10,10 @@ import hashlib
 import json
 
 import pytest
-from helpers import readme_family_code, run_in_process, tiny_run_args
+from helpers import preset_config, readme_family_code, result_record, run_in_process, tiny_run_args
 
 from lra import run as run_cli
+from lra.leaderboard import names, reader
 from lra.leaderboard.build import build_all
 
 
@@ -88,3 +89,20 @@ def test_the_file_is_imported_once_and_named_by_its_version(tmp_path):
     family.write_text(family.read_text() + "\n# edited\n")
     assert attention.load_file(spec) != name
     del builtins._lra_test_imports
+
+
+def test_the_reader_names_a_file_family_and_refuses_a_hash_that_is_not_its_own(tmp_path):
+    """JAX-free: the leaderboard names a one-file family from its result file, with the version;
+    a file whose ``attention`` does not end with its file's hash is skipped with one line."""
+    (tmp_path / "runs").mkdir()
+    for i, sha in enumerate(("a" * 64, "b" * 64)):
+        record = result_record(preset_config("listops", "mine@aaaaaaaa", "tiny"))
+        record["attention_file"] = {"path": "/x/mine.py", "class": "Mine", "sha256": sha,
+                                    "display_name": "My attention", "kind": "state space"}
+        (tmp_path / "runs" / f"run{i}.json").write_text(json.dumps(record))
+    result_set = reader.read(tmp_path)
+    assert [r["_file"] for r in result_set.valid] == ["run0.json"]
+    assert result_set.skipped == [f"{tmp_path / 'runs' / 'run1.json'}: attention: 'mine@aaaaaaaa' "
+                                  "does not end with the file's hash @bbbbbbbb"]
+    assert names.family_name("mine@aaaaaaaa") == "My attention @aaaaaaaa"
+    assert names.family_kind("mine@aaaaaaaa") == "state space"
