@@ -11,6 +11,7 @@ PYTHONPATH, or on ``sys.path`` in this process: ``helpers.installed_plugin``), t
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -39,7 +40,7 @@ def plugin_env(tmp_path_factory) -> dict[str, str]:
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: lra-readme-family\nVersion: 0.1\n")
     (dist / "entry_points.txt").write_text(
         f"[{attention.ENTRY_POINT_GROUP}]\n{NAME} = lra_readme_family:{class_name}\n")
-    return cli_env(PYTHONPATH=str(site))
+    return cli_env(PYTHONPATH=os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")])))
 
 
 def test_the_family_is_not_in_this_tree():
