@@ -100,7 +100,23 @@ A family is one ``flax.nnx.Module`` class in its own file in this package, regis
 Discovery: every module in this package whose name does not start with ``_`` is imported the first
 time ``available()`` or ``build()`` is called, so dropping ``attention/myattn.py`` with
 ``@register("myattn")`` is all it takes. Families outside this tree plug in through the entry-point
-group ``lra.attention`` (the entry point's value is a module or a ``module:Class`` to import).
+group ``lra.attention`` (the entry point's value is a module or a ``module:Class`` to import):
+``plugins()`` lists them with their distributions, and what they declare is read from their
+module's file like a file of this tree's (lra/declared.py). A single file needs neither:
+``load_file("path/to/file.py:ClassName")`` (what ``--attn path/to/file.py:ClassName`` calls)
+registers its class as ``<name>@<8 hex digits of the file's SHA-256>``, ``<name>`` being its
+``@register`` name, else the file's stem (attention/_file.py).
+
+Building blocks
+---------------
+A family outside this tree builds from these public names (imported on first use, so that
+``import attention`` stays free of JAX): ``HeadProjections`` (q, k, v ``[B, L, H, Dh]`` from
+``x`` and the output projection back, ``.qkv(x)`` and ``.merge(o)``), ``Dense`` (a bias-free
+Xavier-initialised linear map), ``key_mask(mask, x)`` (the contract's mask as a concrete
+bool[B, L]), ``dropout_probs(probs, rate, rng)`` (attention-weight dropout), ``MASKED_LOGIT`` (the
+logit of a disallowed pair) and ``ssm_param(value)`` (a state-space parameter in its own optimiser
+group). ``python -m lra.check_family NAME`` (or ``lra.testing`` from a pytest) checks a family
+against this contract.
 """
 
 from __future__ import annotations
@@ -112,8 +128,22 @@ from typing import Any
 
 from lra.registry import Registry, UnknownNameError
 
-__all__ = ["UnknownAttentionError", "available", "build", "family", "has_causal_mode", "options",
-           "register"]
+__all__ = ["Dense", "HeadProjections", "MASKED_LOGIT", "UnknownAttentionError", "available",
+           "build", "builtin", "dropout_probs", "family", "has_causal_mode", "key_mask",
+           "load_file", "options", "plugins", "register", "ssm_param"]
+
+# The building blocks (module docstring), each from the private module that defines it.
+_PUBLIC = {"HeadProjections": "_projections", "Dense": "_projections", "key_mask": "_projections",
+           "dropout_probs": "_projections", "MASKED_LOGIT": "_projections", "ssm_param": "_ssm"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _PUBLIC:
+        import importlib
+
+        return getattr(importlib.import_module(f"{__name__}.{_PUBLIC[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 ENTRY_POINT_GROUP = "lra.attention"
 
@@ -130,20 +160,74 @@ _REGISTRY = Registry("attention", __name__, __path__, entry_point_group=ENTRY_PO
                      error=UnknownAttentionError)
 
 
+# True while ``load_file`` imports a file: its ``@register("name")`` then names the class only
+# (the file's family is registered under ``name@<hash>``), so that a copy of a family's file can
+# never replace the family of this tree that it was copied from.
+_importing_file = [False]
+
+
 def register(name: str) -> Callable[[type], type]:
     """Class decorator: make ``cls`` available as attention family ``name``."""
 
     def wrap(cls: type) -> type:
-        _REGISTRY.register(name)(cls)
+        if not _importing_file[0]:
+            _REGISTRY.register(name)(cls)
         cls.family_name = name
         return cls
 
     return wrap
 
 
+def load_file(spec: str) -> str:
+    """Register the class of ``path/to/file.py:ClassName`` (imported once per process) and return
+    its registered name, ``<name>@<hash>`` (module docstring). Raises ``ValueError`` with one line
+    for a missing file, a missing class, a class that is not a family or a file that fails."""
+    from attention import _file
+
+    available()  # discover this tree and the plugins first: they register under their own names
+    _importing_file[0] = True
+    try:
+        return _file.load(spec, _REGISTRY.register)
+    finally:
+        _importing_file[0] = False
+
+
+def is_file_spec(text: str) -> bool:
+    """Whether ``text`` has the form ``path/to/file.py:ClassName`` (``load_file``'s argument)."""
+    from attention import _file
+
+    return _file.is_spec(text)
+
+
+def file_source(name: str) -> dict[str, Any] | None:
+    """What a result file records of a family ``load_file`` registered (``attention_file``: path,
+    class, sha256, and the declared display_name and kind), else None."""
+    from attention import _file
+
+    return _file.source(name)
+
+
+def builtin() -> list[str]:
+    """Sorted names of the families of this tree (modules of this package)."""
+    return [n for n in available() if family(n).__module__.startswith(f"{__name__}.")]
+
+
+def plugins() -> dict[str, str]:
+    """{name: the distribution that installed it} of the families registered through the
+    entry-point group ``lra.attention`` (and not shadowed by a family of this tree)."""
+    from lra import declared
+
+    found = declared.plugins("attention")
+    return {n: found[n]["distribution"] for n in available()
+            if n in found and not family(n).__module__.startswith(f"{__name__}.")}
+
+
 def available() -> list[str]:
-    """Sorted names of every registered attention family."""
-    return _REGISTRY.names()
+    """Sorted names of every registered attention family (this tree's and the plugins'; not the
+    one-file families ``load_file`` registered, which are found by name only)."""
+    from attention import _file
+
+    return [n for n in _REGISTRY.names() if _file.source(n) is None]
 
 
 def family(name: str) -> type:

@@ -7,6 +7,7 @@ Entry points (``python -m NAME``):
     lra.data                 generate or prepare a task's data (fetch-release: LRA's archive)
     lra.curves               learning curves of work directories
     lra.families             the families table README embeds
+    lra.check_family         an attention family checked against the contract (lra.testing)
     lra.leaderboard          LEADERBOARD.md and its figures from the result files
     lra.bench                speed, memory and FLOPs of one training step per family and length
     lra.bench.peers          our layers next to third-party implementations

@@ -2,7 +2,10 @@
 
 A family (``attention/<name>.py``) or a task (``tasks/<name>.py``) states its facts as class
 attributes of its registered class (the contracts in ``attention/__init__.py`` and
-``tasks/__init__.py``). Where a literal value is all that is needed (a display name, the options a
+``tasks/__init__.py``). A family installed from another distribution (an entry point of the group
+``lra.attention``) is read the same way, from its module's file, found through
+``importlib.metadata`` and the import system's finders without running the module or its
+packages (``plugins``). Where a literal value is all that is needed (a display name, the options a
 family is timed under next to third-party code, where a published row's recipe departs from its
 paper), code that must run without JAX reads it here: the leaderboard, the peers harness under the
 peers venv's python, ``lra.reproduce --list``. This module parses the files (``ast``) and evaluates
@@ -15,11 +18,17 @@ from __future__ import annotations
 
 import ast
 import functools
+import importlib.machinery
 import importlib.util
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-__all__ = ["attribute", "declared", "init_options"]
+__all__ = ["attribute", "class_facts", "declared", "init_options", "module_file", "plugins"]
+
+# The entry-point group through which other distributions add entries to a package's registry
+# (``attention/__init__.py`` ``ENTRY_POINT_GROUP``; tests/core/test_declared.py keeps them equal).
+ENTRY_POINT_GROUPS = {"attention": "lra.attention"}
 
 
 def _package_dir(package: str) -> Path | None:
@@ -118,11 +127,15 @@ def _init_defaults(path: Path) -> dict[str, dict[str, Any]]:
             if (name := _registered_name(node)) is not None}
 
 
-def _read_file(path: Path) -> dict[str, dict[str, Any]]:
+def _read_file(path: Path, class_name: str | None = None) -> dict[str, dict[str, Any]]:
     """{registered name: its literal class attributes, those of base classes of the same file
-    included} of one file."""
+    included} of one file; with ``class_name``, {``class_name``: the attributes of that class},
+    registered or not (``{}`` if the file has no such class)."""
     classes = _classes(path)
-
+    if class_name is not None:
+        node = classes.get(class_name)
+        return {} if node is None else {
+            class_name: _inherited(node, classes, _literal_attributes, frozenset({class_name}))}
     out = {}
     for node in classes.values():
         name = _registered_name(node)
@@ -131,11 +144,79 @@ def _read_file(path: Path) -> dict[str, dict[str, Any]]:
     return out
 
 
+def module_file(module: str) -> Path | None:
+    """The source file of module ``module`` (dotted), found without importing it or the packages
+    above it (``importlib.util.find_spec`` would run each package's ``__init__``); None where no
+    finder finds a Python source file."""
+    parts = module.split(".")
+    try:
+        spec = importlib.util.find_spec(parts[0])
+        for part in parts[1:]:
+            if spec is None or not spec.submodule_search_locations:
+                return None
+            spec = importlib.machinery.PathFinder.find_spec(
+                part, list(spec.submodule_search_locations))
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.origin or not spec.origin.endswith(".py"):
+        return None
+    return Path(spec.origin)
+
+
+def _entry_point_facts(ep: metadata.EntryPoint) -> dict[str, dict[str, Any]]:
+    """{the entry point's name: the literal attributes of the class it names}, or, for an entry
+    point naming a module, the module's ``@register``-ed classes by their registered names."""
+    module, _, attr = ep.value.partition(":")
+    path = module_file(module.strip())
+    if path is None:
+        return {}
+    attr = attr.strip()
+    if not attr:
+        return _read_file(path)
+    found = _read_file(path, attr.split(".")[0])
+    return {ep.name: next(iter(found.values()))} if found else {}
+
+
+def class_facts(path: Path, class_name: str) -> dict[str, Any]:
+    """The literal attributes of class ``class_name`` of the file ``path`` (a one-file family,
+    ``--attn path.py:ClassName``); ``{}`` where the file has no such class."""
+    return next(iter(_read_file(Path(path), class_name).values()), {})
+
+
+@functools.cache
+def plugins(package: str) -> dict[str, dict[str, str]]:
+    """{id: {"distribution": its installed distribution's name, "value": the entry point}} of the
+    entries other distributions add to ``package``'s registry through its entry-point group (no
+    entry declared by a file of this tree). ``{}`` for a package without a group."""
+    group = ENTRY_POINT_GROUPS.get(package)
+    if group is None:
+        return {}
+    out = {}
+    for ep in metadata.entry_points(group=group):
+        dist = getattr(ep, "dist", None)
+        out.setdefault(ep.name, {"distribution": dist.name if dist is not None else "?",
+                                 "value": ep.value})
+    return out
+
+
+def _plugin_facts(package: str, in_tree: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    group = ENTRY_POINT_GROUPS.get(package)
+    out: dict[str, dict[str, Any]] = {}
+    if group is None:
+        return out
+    for ep in metadata.entry_points(group=group):
+        for name, attrs in _entry_point_facts(ep).items():
+            if name not in in_tree:  # the registry keeps this tree's entry, as here
+                out.setdefault(name, attrs)
+    return out
+
+
 @functools.cache
 def declared(package: str) -> dict[str, dict[str, Any]]:
     """{registered id: {attribute: literal value}} over the files of ``package`` (``"attention"``
-    or ``"tasks"``) whose names do not start with ``_``, in file order; ``{}`` where the package
-    cannot be found. The dicts are shared: do not change them."""
+    or ``"tasks"``) whose names do not start with ``_``, in file order, then over the modules of
+    installed plugins (``plugins``); ``{}`` where the package cannot be found. The dicts are
+    shared: do not change them."""
     folder = _package_dir(package)
     if folder is None:
         return {}
@@ -143,7 +224,7 @@ def declared(package: str) -> dict[str, dict[str, Any]]:
     for path in sorted(folder.glob("*.py")):
         if not path.name.startswith("_"):
             out.update(_read_file(path))
-    return out
+    return out | _plugin_facts(package, out)
 
 
 @functools.cache
@@ -167,5 +248,5 @@ def init_options(package: str, name: str) -> dict[str, Any]:
 
 def attribute(package: str, name: str, attr: str, default: Any = None) -> Any:
     """The literal ``attr`` that ``name`` of ``package`` declares, else ``default`` (an unknown
-    id, an out-of-tree family, an attribute not declared or not a literal)."""
+    id, an attribute not declared or not a literal)."""
     return declared(package).get(name, {}).get(attr, default)

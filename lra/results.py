@@ -205,7 +205,8 @@ def build_record(config, *, overrides: list[str] | tuple[str, ...] = (), task_fa
     ``tracker``: the experiment tracker's run (``lra.tracker.Wandb.record``: name, run_id, project,
     entity, group, tags), kept as the record's ``tracker`` field only when the run used one;
     ``config_file``: the ``--config`` file's path and SHA-256, the ``config_file`` field only when
-    the run was given one (its values are in ``config`` like any other)."""
+    the run was given one (its values are in ``config`` like any other). A run of a one-file family
+    records the file as ``attention_file`` (``attention.file_source``)."""
     record = {
         "format_version": FORMAT_VERSION,
         "task": config.task, "attention": config.attention, "preset": config.preset,
@@ -245,6 +246,11 @@ def build_record(config, *, overrides: list[str] | tuple[str, ...] = (), task_fa
         record["tracker"] = dict(tracker)
     if config_file is not None:
         record["config_file"] = dict(config_file)
+    import attention
+
+    source = attention.file_source(config.attention)
+    if source is not None:  # a one-file family (--attn path.py:Class): which file, which version
+        record["attention_file"] = source
     return record
 
 

@@ -46,8 +46,11 @@ def parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--task", choices=task_names, metavar="TASK",
                    help=f"one of: {', '.join(task_names)} (required unless --config names it)")
-    p.add_argument("--attn", choices=attn_names, metavar="ATTN",
-                   help=f"one of: {', '.join(attn_names)} (required unless --config names it)")
+    p.add_argument("--attn", type=attention_arg, metavar="ATTN",
+                   help=f"one of: {', '.join(attn_names)}; or path/to/file.py:ClassName, a family "
+                        "in one file, registered as <name>@<its hash> (see "
+                        "attention/README.md 'A family in one file'); required unless --config "
+                        "names it")
     p.add_argument("--config", type=Path, default=None, metavar="FILE",
                    help="a config file, JSON or TOML in the form --print-config prints: its "
                         "values come after the preset, before --set; see "
@@ -104,6 +107,23 @@ def parser() -> argparse.ArgumentParser:
     dist.add_argument("--num-processes", type=int, default=None)
     dist.add_argument("--process-id", type=int, default=None)
     return p
+
+
+def attention_arg(text: str) -> str:
+    """``--attn``'s value: a registered family's name, or ``path/to/file.py:ClassName``, whose class
+    is registered here (``attention.load_file``) and whose registered name is returned."""
+    import attention
+
+    if attention.is_file_spec(text):
+        try:
+            return attention.load_file(text)
+        except ValueError as err:
+            raise argparse.ArgumentTypeError(str(err)) from None
+    if text not in attention.available():
+        raise argparse.ArgumentTypeError(f"invalid choice: {text!r} (choose from "
+                                         f"{', '.join(attention.available())}, or give "
+                                         "path/to/file.py:ClassName)")
+    return text
 
 
 def resolve_config(args: argparse.Namespace):

@@ -26,6 +26,7 @@ from reference import dense_reference
 
 import attention
 from lra.leaderboard import identity
+from lra.testing import B, D, H, L, inputs, make, supports_causal  # noqa: F401  (re-exported)
 
 # The repository's root folder (the test files sit one folder deeper, in tests/<folder>/).
 REPO = Path(__file__).resolve().parent.parent
@@ -205,38 +206,81 @@ def write_grid_result(results: Path, name: str, argv: list[str], *, val: float, 
     return record
 
 
+README_FAMILY = "relu_linear"  # the family of attention/README.md's example
+
+
+def readme_family_code() -> str:
+    """The Python block of attention/README.md "Add an attention family in one file", as written."""
+    import re
+
+    text = (REPO / "attention" / "README.md").read_text()
+    section = text[text.index("## Add an attention family in one file"):]
+    return re.search(r"```python\n(.*?)```", section, re.S).group(1)
+
+
+@contextlib.contextmanager
+def installed_readme_family(site: Path) -> Iterator[str]:
+    """attention/README.md's family installed in this process (``installed_plugin``) as module
+    ``lra_readme_family`` of distribution ``lra-readme-family``; yields its class's name."""
+    import re
+
+    code = readme_family_code()
+    class_name = re.search(rf'@register\("{README_FAMILY}"\)\nclass (\w+)', code).group(1)
+    with installed_plugin(site, "lra_readme_family", code,
+                          {README_FAMILY: f"lra_readme_family:{class_name}"},
+                          distribution="lra-readme-family"):
+        yield class_name
+
+
+@contextlib.contextmanager
+def installed_plugin(site: Path, module: str, code: str, entry_points: dict[str, str],
+                     distribution: str = "lra-test-plugin") -> Iterator[Path]:
+    """A distribution installed in this process while the block runs: ``site/<module>.py`` holding
+    ``code`` and a ``*.dist-info`` whose ``entry_points.txt`` registers ``entry_points`` ({name:
+    value}) under ``lra.attention``, on ``sys.path``. importlib.metadata and the import system read
+    it for real; the registry and the declared facts are read again inside the block and restored
+    after it."""
+    import sys
+
+    from lra import declared
+    from lra.leaderboard import names
+
+    site.mkdir(parents=True, exist_ok=True)
+    (site / f"{module}.py").write_text(code)
+    dist = site / f"{distribution.replace('-', '_')}-0.1.dist-info"
+    dist.mkdir(exist_ok=True)
+    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {distribution}\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text(
+        f"[{attention.ENTRY_POINT_GROUP}]\n"
+        + "".join(f"{name} = {value}\n" for name, value in entry_points.items()))
+    registry = attention._REGISTRY
+    before, discovered = dict(registry._entries), registry._discovered
+    caches = (declared.declared, declared.plugins, names.declared)
+
+    def forget():
+        for cache in caches:
+            cache.cache_clear()
+        registry._discovered = False
+
+    sys.path.insert(0, str(site))
+    forget()
+    try:
+        yield site
+    finally:
+        sys.path.remove(str(site))
+        sys.modules.pop(module, None)
+        forget()
+        registry._entries.clear()
+        registry._entries.update(before)
+        registry._discovered = discovered
+
+
 # ----------------------------------------------------------------------------------------------
 # The attention contract's sizes and modules (tests/attention/test_contract.py, and the checks that
 # lower every family's step: tests/attention/test_host_calls.py).
 
-B, L, D, H = 2, 64, 32, 4
+# The sizes, modules and inputs are lra.testing's (the checks shipped with the package), one definition.
 FAMILIES = attention.available()
-
-
-def make(name, *, causal=False, seed=0, dropout=0.0, **opts):
-    # A family may name small-size options so that these tests, at L=64, exercise its structure
-    # (e.g. several blocks rather than one); see attention/__init__.py.
-    opts = {**getattr(attention.family(name), "contract_options", {}), **opts}
-    return attention.build(name, dim=D, num_heads=H, qkv_dim=D, causal=causal, max_len=L,
-                           dropout=dropout, rngs=nnx.Rngs(seed), **opts)
-
-
-def inputs(seed=1, dtype=jnp.float32):
-    x = jax.random.normal(jax.random.key(seed), (B, L, D), dtype=dtype)
-    lengths = jnp.array([L, L - 23])
-    mask = jnp.arange(L)[None, :] < lengths[:, None]
-    return x, mask
-
-
-def supports_causal(name):
-    return "causal" in attention.options(name) or "causal" in _init_params(name)
-
-
-def _init_params(name):
-    import inspect
-
-    return inspect.signature(attention.family(name).__init__).parameters
-
 
 # ----------------------------------------------------------------------------------------------
 # XLA's compiled temp bytes of a family's training step (tests/attention/test_memory.py, and Mega's

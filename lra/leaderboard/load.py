@@ -20,7 +20,7 @@ from typing import Any
 
 from lra import config as lra_config
 from lra.bench.efficiency import SCHEMA
-from lra.leaderboard import identity
+from lra.leaderboard import identity, names
 from lra.leaderboard.published import TASKS
 
 FORMAT_VERSIONS = (1, 2)
@@ -157,6 +157,24 @@ def _check_identity(record: dict[str, Any]) -> None:
         if cfg[key] != mine or isinstance(cfg[key], bool):
             raise ResultFileError(f"config.{key} is {cfg[key]!r} but {key} is {mine!r}")
     _need(record, "config.train.num_steps", "int", low=1)
+    _check_attention_file(record)
+
+
+def _check_attention_file(record: dict[str, Any]) -> None:
+    """A one-file family's run (``--attn path.py:Class``) names the file's version in its
+    ``attention`` (``<name>@<8 hex digits of the file's SHA-256>``, attention/_file.py)."""
+    if _need(record, "attention_file", "object", optional=True) is None:
+        return
+    for key in ("path", "class", "sha256"):
+        _need(record, f"attention_file.{key}", "str")
+    for key in ("display_name", "kind"):
+        _need(record, f"attention_file.{key}", "str", optional=True)
+    sha = record["attention_file"]["sha256"]
+    if not re.fullmatch(r"[0-9a-f]{64}", sha):
+        raise ResultFileError(f"attention_file.sha256: expected 64 hex digits, got {sha!r}")
+    if not record["attention"].endswith(f"@{sha[:8]}"):
+        raise ResultFileError(f"attention: {record['attention']!r} does not end with the file's "
+                              f"hash @{sha[:8]}")
 
 
 def _check_metrics(record: dict[str, Any]) -> None:
@@ -375,6 +393,8 @@ def load_runs(results_dir: Path, skipped: list[str] | None = None,
             continue
         record["_file"] = path.name
         record["_diff"] = identity.differences(record)
+        if "attention_file" in record:
+            names.remember_file_family(record["attention"], record["attention_file"])
         runs.append(record)
     identity.mark_other_data(runs)
     for record in runs:

@@ -1,32 +1,30 @@
-"""An attention family from outside this tree, installed through the entry-point group, trains.
+"""An attention family from outside this tree, installed through the entry-point group, is a family
+like this tree's: it trains, it is listed, named and grouped as it declares, and it is not pinned.
 
 The family is the example of attention/README.md "Add an attention family in one file", taken
 from that page as written (editing that block changes what runs here): it is installed as a
 throw-away distribution (a ``*.dist-info`` with an ``entry_points.txt`` in a temporary directory on
-PYTHONPATH), trained one step by ``python -m lra.run`` with the tiny preset, and put through the
-contract tests as that page says.
+PYTHONPATH, or on ``sys.path`` in this process: ``helpers.installed_plugin``), trained one step by
+``python -m lra.run`` with the tiny preset, and put through the contract tests as that page says.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
 
 import pytest
-from helpers import REPO, SMALL_LISTOPS, cli_env
+from helpers import README_FAMILY, REPO, SMALL_LISTOPS, cli_env, installed_readme_family, readme_family_code
 
 import attention
+from lra import declared, families
+from lra.leaderboard import names
 
 ROOT = REPO
-NAME = "relu_linear"
-
-
-def readme_family_code() -> str:
-    text = (ROOT / "attention" / "README.md").read_text()
-    section = text[text.index("## Add an attention family in one file"):]
-    return re.search(r"```python\n(.*?)```", section, re.S).group(1)
+NAME = README_FAMILY
 
 
 @pytest.fixture(scope="module")
@@ -42,11 +40,39 @@ def plugin_env(tmp_path_factory) -> dict[str, str]:
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: lra-readme-family\nVersion: 0.1\n")
     (dist / "entry_points.txt").write_text(
         f"[{attention.ENTRY_POINT_GROUP}]\n{NAME} = lra_readme_family:{class_name}\n")
-    return cli_env(PYTHONPATH=str(site))
+    return cli_env(PYTHONPATH=os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")])))
 
 
 def test_the_family_is_not_in_this_tree():
     assert NAME not in attention.available()  # else this test would not exercise the entry point
+
+
+def test_the_example_builds_from_public_names_only():
+    imports = re.findall(r"^(?:from|import) .*$", readme_family_code(), re.M)
+    assert imports and not [line for line in imports if re.search(r"\b_\w", line)], imports
+
+
+@pytest.fixture
+def installed(tmp_path):
+    """attention/README.md's family, installed in this process as distribution lra-readme-family."""
+    with installed_readme_family(tmp_path / "site") as class_name:
+        yield class_name
+
+
+def test_an_installed_family_declares_its_facts_like_a_family_of_this_tree(installed):
+    """Read from its module's file without importing it (as the leaderboard, the LaTeX and the
+    curves read names), equal to what the registry imports; listed by ``lra.families`` as a
+    plugin with its distribution, never in README's table, never pinned by the golden fixture."""
+    facts = declared.declared("attention")[NAME]
+    assert "lra_readme_family" not in sys.modules  # nothing was imported to read them
+    cls = attention.family(NAME)
+    assert {k: getattr(cls, k) for k in facts} == facts and facts["display_name"] == "ReLU linear"
+    assert names.family_name(NAME) == "ReLU linear"
+    assert names.family_kind(NAME) == "2020 attention"
+    assert attention.plugins() == {NAME: "lra-readme-family"} and NAME not in attention.builtin()
+    assert f"| `{NAME}` (plugin: lra-readme-family) | ReLU linear | 2020 attention |" in \
+        families.table(plugins=True)
+    assert NAME not in families.table()  # README's block: this tree's families
 
 
 @pytest.mark.slow

@@ -7,8 +7,9 @@ by accident. A change made on purpose is recorded by regenerating the file
 which names each cell and key that moved.
 
 The file stores, per (task, preset, protocol), softmax's whole flattened config and, for every other
-family, only the keys where it differs from softmax's (``null`` where softmax has the key and the
-family has none), so the fixture stays small and its diffs stay readable.
+family of this tree (``attention.builtin()``: an installed plugin is its distribution's to pin, never
+this fixture's), only the keys where it differs from softmax's (``null`` where softmax has the key
+and the family has none), so the fixture stays small and its diffs stay readable.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import os
 from pathlib import Path
 
 import pytest
+from helpers import README_FAMILY, installed_readme_family
 
 import attention
 import tasks
@@ -41,14 +43,14 @@ def _resolve(task: str, family: str, preset: str, protocol: str) -> dict:
     return cfg
 
 
-def resolved_table() -> dict[str, dict]:
+def resolved_table(task_names=None, presets=C.PRESETS, protocols=C.PROTOCOLS) -> dict[str, dict]:
     table: dict[str, dict] = {}
-    for task in tasks.available():
-        for preset in C.PRESETS:
-            for protocol in C.PROTOCOLS:
+    for task in task_names or tasks.available():
+        for preset in presets:
+            for protocol in protocols:
                 anchor = _resolve(task, ANCHOR, preset, protocol)
                 table[f"{task}/{preset}/{protocol}"] = anchor
-                for family in attention.available():
+                for family in attention.builtin():
                     if family == ANCHOR or REFUSED in anchor:
                         continue
                     cfg = _resolve(task, family, preset, protocol)
@@ -80,6 +82,16 @@ def test_resolved_configs_are_pinned():
                 moved.append(f"{cell} {key}: {then.get(key, '<absent>')!r} -> {now.get(key, '<absent>')!r}")
     assert not moved, ("resolved configs moved (regenerate the fixture if on purpose):\n"
                        + "\n".join(moved[:40]))
+
+
+def test_an_installed_plugin_is_never_pinned(tmp_path):
+    """Installing a family from another distribution leaves the fixture green, and regenerating
+    the fixture does not pin it (issue 53: it reported 36 cells "added")."""
+    with installed_readme_family(tmp_path / "site"):
+        assert README_FAMILY in attention.available()
+        table = resolved_table(["listops"], ["tiny"], ["lra"])
+    assert "listops/tiny/lra/local" in table
+    assert not [cell for cell in table if README_FAMILY in cell]
 
 
 @pytest.mark.slow
