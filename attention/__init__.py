@@ -128,7 +128,7 @@ from typing import Any
 
 from lra.registry import Registry, UnknownNameError
 
-__all__ = ["Dense", "HeadProjections", "MASKED_LOGIT", "UnknownAttentionError", "available",
+__all__ = ["MASKED_LOGIT", "Dense", "HeadProjections", "UnknownAttentionError", "available",
            "build", "builtin", "dropout_probs", "family", "has_causal_mode", "key_mask",
            "load_file", "options", "plugins", "register", "ssm_param"]
 
