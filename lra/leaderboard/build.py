@@ -27,11 +27,11 @@ from pathlib import Path
 from typing import Any
 
 from lra import atomic, stop_signals
-from lra.leaderboard import browser, curves, figures, reader, tuned
+from lra.leaderboard import browser, curves, figures, reader, recall, tuned
 from lra.leaderboard.accuracy import MODERN_HEADLINE_AND_SECOND, accuracy_section
 from lra.leaderboard.cells import md_code
 from lra.leaderboard.efficiency import FIGURE_PREFIX, FIGURES_DIR, efficiency_section
-from lra.leaderboard.export import to_csv, to_tex, to_tex_with_published
+from lra.leaderboard.export import tex_escape, to_csv, to_tex, to_tex_with_published
 from lra.leaderboard.load import (
     PEERS_PATTERN,
     ResultFileError,
@@ -78,7 +78,9 @@ def build_all(results_dir: Path, skipped: list[str] | None = None, *,
     result_set = reader.read(results_dir, strict=skipped is None)
     if skipped is not None:
         skipped.extend(result_set.skipped)
-    all_runs, superseded = result_set.runs, result_set.superseded
+    superseded = result_set.superseded
+    # A task of another track (MQAR's "recall") is its own section, never an LRA column (recall.py).
+    all_runs, recall_runs = recall.split(result_set.runs)
     evaluations = result_set.evaluations
     # The two protocols are never ranked together: one table set each (docs/families-and-protocols.md
     # "Two protocols").
@@ -106,13 +108,17 @@ def build_all(results_dir: Path, skipped: list[str] | None = None, *,
               if modern
               else ["No result files of the modern protocol yet.", ""])
     tuned_cells: list[dict[str, Any]] = []
-    lines += tuned.section(tuned.load(results_dir, result_set, skipped), reader.HEADLINE,
-                           collect=tuned_cells)
+    selections = tuned.load(results_dir, result_set, skipped)
+    lines += tuned.section([s for s in selections if not recall.is_recall_selection(s)],
+                           reader.HEADLINE, collect=tuned_cells)
+    track = recall.outputs(recall_runs, selections, tex_escape)
+    lines += track["markdown"]
     curve_lines, curve_figs = curves.leaderboard_section(runs)  # learning curves per (task, preset)
     lines += curve_lines
     lines += ["## Measured efficiency", ""]
     eff_lines, figs = efficiency_section(bench, runs)
     figs.update(curve_figs)
+    figs.update(track["figures"])
     lines += eff_lines
     peers_files = load_peers(results_dir, skipped)
     lines += _peers_lines(results_dir, peers_files)
@@ -129,8 +135,11 @@ def build_all(results_dir: Path, skipped: list[str] | None = None, *,
                     if peers_files else None)
     page = site_files(cells, all_runs, bench, newest_peers, [p.name for p in peers_files[:-1]],
                       results_href=results_href)
+    page = {**page, INDEX: recall.site_tab(page[INDEX], track["points"], track["files"], results_href)}
     return {"markdown": "\n".join(lines).rstrip() + "\n", "figures": figs, "csv": to_csv(cells),
-            "tex": to_tex(cells, tuned_cells), "tex_published": to_tex_with_published(cells), "site": page}
+            "tex": to_tex(cells, tuned_cells) + "\n".join(track["tex"]),
+            "tex_published": to_tex_with_published(cells), "site": page,
+            "csv_recall": track["csv"]}
 
 
 def build(results_dir: Path, skipped: list[str] | None = None) -> tuple[str, Mapping[str, bytes]]:
@@ -253,6 +262,10 @@ def write(results_dir: Path, out: dict[str, Any], html_dir: Path | None = None, 
     figs = out["figures"] if figures else {}
     redrawn = _write_figures(results_dir, figs) if figures else ""
     replace_file(results_dir / CSV_FILE, out["csv"].encode())
+    if out.get("csv_recall"):  # the recall track's cells (recall.py), only where it has some
+        replace_file(results_dir / recall.CSV_FILE, out["csv_recall"].encode())
+    else:
+        (results_dir / recall.CSV_FILE).unlink(missing_ok=True)
     replace_file(results_dir / TEX_FILE, out["tex"].encode())
     replace_file(results_dir / TEX_PUBLISHED_FILE, out["tex_published"].encode())
     page = results_dir / "LEADERBOARD.md"
@@ -273,7 +286,7 @@ def _write_figures(results_dir: Path, figs: Mapping[str, bytes]) -> str:
     before that it no longer makes removed. Returns a sentence when the figures there before were
     drawn with other library versions (their bytes may differ for that reason alone), else ""."""
     fig_dir = results_dir / FIGURES_DIR
-    made_before = [p for prefix in (FIGURE_PREFIX, curves.FIGURE_PREFIX)
+    made_before = [p for prefix in (FIGURE_PREFIX, curves.FIGURE_PREFIX, recall.FIGURE_PREFIX)
                    for ext in ("png", "svg", "pdf") for p in fig_dir.glob(f"{prefix}*.{ext}")]
     for stale in sorted(made_before):  # figures this tool made before
         if stale.name not in figs:
