@@ -195,12 +195,12 @@ def write_grid_result(results: Path, name: str, argv: list[str], *, val: float, 
     import json
 
     from lra import run as run_cli
-    from lra import sweep
+    from lra import skip_check
     from lra.data import default_data_dir
 
     config = run_cli.resolve_config(run_cli.parser().parse_args(argv))
     record = result_record(config.to_dict(), val=val, test=test, date=date,
-                           fingerprint=sweep.data_now(config, default_data_dir()))
+                           fingerprint=skip_check.data_now(config, default_data_dir()))
     (results / "runs").mkdir(parents=True, exist_ok=True)
     (results / "runs" / name).write_text(json.dumps(record))
     return record
