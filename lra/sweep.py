@@ -45,6 +45,11 @@ command to run. ``--select --shard`` is refused.
 Sharding: the grid is sorted by (task, family, grid point, seed) and shard I of N takes every N-th
 cell from the I-th, so the N shards are disjoint, cover the grid, do not depend on the order the
 flags list names in, and mix tasks (a shard gets a share of the long Pathfinder runs, not all of them).
+
+This module holds the command and each cell's plan; the pieces it calls are one subject each:
+``lra.grid`` (the cells and the shards), ``lra.skip_check`` (skip, resume, conflict or run),
+``lra.subprocess_executor`` (the cells in this machine), ``lra.cluster`` (through submitit),
+``lra.dry_run`` (``--dry-run``) and ``lra.sweep_selection`` (the grid's choice, ``--select``).
 """
 
 from __future__ import annotations
