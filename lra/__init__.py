@@ -16,7 +16,9 @@ Entry points (``python -m NAME``):
 The layout rule: ``lra/`` is flat and holds the modules on the path of a run and its commands. Two
 satellite packages sit beside them: ``lra.bench`` (measuring a run) and ``lra.leaderboard`` (turning
 result files into tables and figures; it imports no JAX). Both import the core; nothing in the core
-imports them, except a command that hands over to one (``lra.sweep`` rebuilds the leaderboard).
+imports them, except a command that hands over to one (``lra.sweep`` rebuilds the leaderboard; its
+skip check and grid choice, ``lra.skip_check`` and ``lra.sweep_selection``, read result files
+through the leaderboard's one reader).
 """
 
 __version__ = "0.1.0"

@@ -45,34 +45,39 @@ command to run. ``--select --shard`` is refused.
 Sharding: the grid is sorted by (task, family, grid point, seed) and shard I of N takes every N-th
 cell from the I-th, so the N shards are disjoint, cover the grid, do not depend on the order the
 flags list names in, and mix tasks (a shard gets a share of the long Pathfinder runs, not all of them).
+
+This module holds the command and each cell's plan; the pieces it calls are one subject each:
+``lra.grid`` (the cells and the shards), ``lra.skip_check`` (skip, resume, conflict or run),
+``lra.subprocess_executor`` (the cells in this machine), ``lra.cluster`` (through submitit),
+``lra.dry_run`` (``--dry-run``) and ``lra.sweep_selection`` (the grid's choice, ``--select``).
 """
 
 from __future__ import annotations
 
 import argparse
-import ctypes
-import hashlib
-import itertools
-import json
 import os
 import shlex
-import signal
-import subprocess
 import sys
-import time
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
 
-from lra import cluster, data_fingerprint, stop_signals
+from lra import cluster, stop_signals
 from lra import run as run_cli
-from lra.cluster import last_error_line
+from lra.grid import (  # the grid (lra/grid.py); its names are lra.sweep's too
+    Cell,
+    SweepError,
+    expand,
+    parse_grid,
+    parse_seeds,
+    parse_shard,
+    shard,
+    workdir_for,
+)
 from lra.registry import UnknownNameError
 from lra.results import RESULTS_DIR_HELP, default_results_dir
-
-if TYPE_CHECKING:
-    from lra import config as config_lib
+from lra.skip_check import canonical, decide, finished_configs
+from lra.subprocess_executor import sweep
+from lra.sweep_selection import SELECTION_UNWRITABLE, print_selection, select_command
 
 # The families, the tasks, the configs and JAX are imported inside the functions (each of the
 # modules above imports none of them): ``main`` installs the stop-signal handler first, so that a
@@ -81,30 +86,8 @@ if TYPE_CHECKING:
 MAX_CELLS = 1000  # a larger grid needs --allow-large-grid (a typo like --seeds 0-100000)
 
 
-class SweepError(ValueError):
-    """A sweep the user asked for cannot be set up; the message says why (exit status 2)."""
-
-
 class SweepPathError(SweepError):
     """A path the sweep needs is of the wrong kind or cannot be used (exit status 1)."""
-
-
-@dataclass(frozen=True, order=True)
-class Cell:
-    """One run of the grid. The field order is the canonical order that shards are cut from."""
-
-    task: str
-    attention: str
-    grid: tuple[tuple[str, str], ...]  # (key, value) of each --grid axis, in the flags' order
-    seed: int
-
-    def __str__(self) -> str:
-        values = f" [{grid_label(self.grid)}]" if self.grid else ""
-        return f"{self.task}/{self.attention}{values} seed {self.seed}"
-
-
-def grid_label(grid: tuple[tuple[str, str], ...]) -> str:
-    return ", ".join(f"{k}={v}" for k, v in grid)
 
 
 @dataclass(frozen=True)
@@ -117,104 +100,12 @@ class Plan:
     workdir: Path
     action: str
     detail: str = ""
-    config_key: str = ""  # the canonical resolved config (``_canonical``)
+    config_key: str = ""  # the canonical resolved config (``lra.skip_check.canonical``)
     result_file: str = ""  # for ``skip``: the result file (under ``<results-dir>/runs``) it counts
 
 
 # ----------------------------------------------------------------------------------------------
-# The grid: expansion, sharding, each cell's lra.run flags.
-
-
-def _names(text: str, known: list[str], kind: str) -> list[str]:
-    """A comma-separated list of registered names, or ``all`` for every one (sorted, no repeats)."""
-    if text.strip() == "all":
-        return list(known)
-    names = [n.strip() for n in text.split(",") if n.strip()]
-    if not names:
-        raise SweepError(f"--{kind} is empty; give names separated by commas, or all")
-    for n in names:
-        if n not in known:
-            raise SweepError(f"unknown {kind} {n!r}; choose from: all, {', '.join(known)}")
-    return sorted(set(names))
-
-
-def parse_seeds(text: str, limit: int | None = None) -> list[int]:
-    """``"0,1,2"`` -> [0, 1, 2]; a range ``"0-4"`` is 0..4 inclusive. More than ``limit`` seeds
-    is refused before any is listed (``--allow-large-grid`` lifts the limit)."""
-    seeds: set[int] = set()
-    for part in (p.strip() for p in text.split(",")):
-        lo, dash, hi = part.partition("-")
-        try:
-            first, last = (int(lo), int(hi)) if dash and lo else (int(part), int(part))
-        except ValueError:
-            raise SweepError(f"--seeds: expected integers like 0,1,2 or 0-4, got {part!r}") from None
-        if limit is not None and last - first + 1 + len(seeds) > limit:
-            raise SweepError(f"--seeds {text}: more than {limit} seeds; pass --allow-large-grid "
-                             f"if that is meant")
-        seeds.update(range(first, last + 1))
-    if not seeds or min(seeds) < 0:
-        raise SweepError(f"--seeds: expected non-negative integers like 0,1,2 or 0-4, got {text!r}")
-    return sorted(seeds)
-
-
-def parse_grid(items: list[str], overrides: list[str] = ()) -> list[tuple[str, list[str]]]:
-    """``--grid KEY=V1,V2`` flags -> [(key, [values])]; each value is checked as ``--set KEY=V`` is,
-    when the cells are resolved. A key given twice, also given to ``--set``, or ``seed`` (use
-    ``--seeds``) is a SweepError."""
-    axes: list[tuple[str, list[str]]] = []
-    fixed = {pair.partition("=")[0].strip() for pair in overrides}
-    for item in items:
-        key, eq, values = item.partition("=")
-        key = key.strip()
-        vals = [v.strip() for v in values.split(",")]
-        if not eq or not key or not all(vals):
-            raise SweepError(f"--grid {item!r}: expected KEY=V1,V2,... (e.g. train.lr=1e-3,3e-3)")
-        if key == "seed":
-            raise SweepError("--grid seed=...: use --seeds")
-        if key in fixed:
-            raise SweepError(f"--grid {key}: also given to --set; give it to one of them")
-        if key in (k for k, _ in axes):
-            raise SweepError(f"--grid {key} is given twice; list all its values in one flag")
-        if len(set(vals)) != len(vals):
-            raise SweepError(f"--grid {item!r}: a value is listed twice")
-        axes.append((key, vals))
-    return axes
-
-
-def expand(task_arg: str, attn_arg: str, seeds: Iterable[int],
-           grid: list[tuple[str, list[str]]] = ()) -> list[Cell]:
-    """Every (task, family, grid point, seed) named, in canonical order. ``all`` families includes
-    those that packages outside this tree register through the ``lra.attention`` entry-point
-    group."""
-    import attention
-    import tasks
-
-    # "all" is LRA's six tasks (tasks.in_track); another track's task (mqar) runs when named
-    task_names = _names(task_arg, tasks.available(), "task")
-    if task_arg.strip() == "all":
-        task_names = tasks.in_track("lra")
-    attn_names = _names(attn_arg, attention.available(), "attn")
-    points = [tuple(zip([k for k, _ in grid], combo)) for combo in
-              itertools.product(*[values for _, values in grid])]
-    return sorted(Cell(t, a, g, s) for t in task_names for a in attn_names for g in points
-                  for s in set(seeds))
-
-
-def parse_shard(text: str) -> tuple[int, int]:
-    """``"I/N"`` -> (I, N) with 0 <= I < N."""
-    index, slash, count = text.partition("/")
-    try:
-        i, n = int(index), int(count)
-    except ValueError:
-        i, n = -1, 0
-    if not slash or n < 1 or not 0 <= i < n:
-        raise SweepError(f"--shard: expected I/N with 0 <= I < N (e.g. 0/4 .. 3/4), got {text!r}")
-    return i, n
-
-
-def shard(cells: Iterable[Cell], index: int, count: int) -> list[Cell]:
-    """The ``index``-th of ``count`` disjoint slices: every ``count``-th cell of the sorted grid."""
-    return sorted(cells)[index::count]
+# The plan: each cell's lra.run flags, its resolved config and what to do with it.
 
 
 def run_argv(cell: Cell, args: argparse.Namespace, workdir: Path) -> list[str]:
@@ -243,97 +134,6 @@ def run_argv(cell: Cell, args: argparse.Namespace, workdir: Path) -> list[str]:
         if value is not None:
             argv += [f"--wandb-{flag}", value]
     return argv
-
-
-WORKDIR_SUFFIX_MAX = 96  # longer grid values (or ones with a "/") get a short stable suffix
-
-
-def workdir_for(cell: Cell, name: str) -> str:
-    """lra.run's work directory name, with the cell's grid values appended so that the grid's
-    points never share a work directory (``listops-softmax-small-seed0__train.lr=0.001``). Values
-    that would make the name too long for a file system (255 bytes) or hold a "/" are replaced by
-    the first 12 hex digits of their SHA-256 (``...-seed0__grid-3f2a9c01b7de``): short, and the
-    same on every machine and every re-run, so a resume finds its directory."""
-    if not cell.grid:
-        return name
-    values = ",".join(f"{k}={v}" for k, v in cell.grid)
-    if len(values.encode()) > WORKDIR_SUFFIX_MAX or "/" in values or "\0" in values:
-        values = "grid-" + hashlib.sha256(values.encode()).hexdigest()[:12]
-    return f"{name}__{values}"
-
-
-# ----------------------------------------------------------------------------------------------
-# Decisions: skip, resume, conflict or run, from the result files and the work directories.
-
-
-def _canonical(config: dict[str, Any]) -> str:
-    return json.dumps(config, sort_keys=True)
-
-
-def finished_configs(results_dir: Path, stream: TextIO | None = None
-                     ) -> dict[str, list[tuple[str, Any]]]:
-    """{canonical resolved config: [(result file name, its data fingerprint or None)], oldest
-    first} of the valid result files in ``<results_dir>/runs``, read by the one reader
-    (``lra.leaderboard.reader``): a file the leaderboard skips (a NaN, an accuracy out of range, a
-    failed status, not a JSON object) is no finished cell either, and its one line goes to
-    ``stream`` (none where ``stream`` is None)."""
-    from lra.leaderboard import reader
-
-    result_set = reader.read(results_dir)
-    if stream is not None:
-        result_set.warn(stream)
-    return {config: [(r["_file"], (r.get("data") or {}).get("fingerprint")) for r in runs]
-            for config, runs in result_set.by_config().items()}
-
-
-def data_now(config: config_lib.Config, data_dir: Path) -> dict[str, Any] | None:
-    """The fingerprint of the data the cell would read now (None where it cannot be told without
-    preparing the data)."""
-    import tasks
-
-    try:
-        task = tasks.build(config.task, data_dir, **config.data)
-        return data_fingerprint.fingerprint(task.provenance(), data_dir)
-    except Exception:  # a task whose data is not there yet: lra.run prepares and checks it
-        return None
-
-
-def decide(config: config_lib.Config, workdir: Path, finished: dict[str, list[tuple[str, Any]]],
-           data_dir: Path | None = None) -> tuple[str, str, str]:
-    """(action, detail, result file) for the cell whose resolved config is ``config`` and work dir
-    ``workdir``; the result file (``skip`` only) is the newest valid one of that config and data.
-
-    A result of the same config counts as done only if it was made on the data present now (its
-    data fingerprint, where it has one): one made on other data is a ``conflict`` naming the
-    difference (lra.run would refuse to resume on other data too)."""
-    from lra import config as config_lib
-    from lra.checkpoint import peek_last
-
-    current = json.loads(json.dumps(config.to_dict()))  # as a result file holds it (lists, not tuples)
-    if _canonical(current) in finished:
-        found = finished[_canonical(current)]
-        now = data_now(config, data_dir) if data_dir is not None and any(f for _, f in found) \
-            else None
-        differs = []
-        for name, saved in reversed(found):  # the newest first
-            why = (data_fingerprint.difference(saved, now, absent_ok_if_generated=True)
-                   if now is not None else None)
-            if why is None:
-                return "skip", f"result {name}", name
-            differs.append(f"result {name} was made on other data ({why})")
-        return "conflict", (f"{differs[0]}; not counted as done: move that result file away or "
-                            f"point --data-dir at its data"), ""
-    saved = peek_last(workdir)
-    if saved is None:
-        return "run", "", ""
-    step, saved_config = saved
-    if saved_config is None:  # lra.run checks it when it starts
-        return "resume", f"from step {step} (config not readable here)", ""
-    differ = list(config_lib.config_diff(config_lib.with_protocol(saved_config), current))
-    if differ:
-        return "conflict", (f"{workdir} holds a checkpoint of another config ({', '.join(differ)}); "
-                            f"use another --workdirs or delete its checkpoints/"), ""
-    return "resume", f"from step {step} of {config.train.num_steps}", ""
 
 
 def plan(cells: list[Cell], args: argparse.Namespace, *, decide_actions: bool = True,
@@ -365,7 +165,7 @@ def plan(cells: list[Cell], args: argparse.Namespace, *, decide_actions: bool = 
                 cell, f"{cell.task}-{cell.attention}-{args.preset}{protocol}-seed{cell.seed}")
             plans.append(Plan(cell, run_argv(cell, args, workdir), workdir, "invalid", str(err)))
             continue
-        key = _canonical(config.to_dict())
+        key = canonical(config.to_dict())
         if key in seen:  # --grid train.lr=1e-3,0.001: two spellings of one value are one point
             if not quiet:
                 print(f"note: {cell} is the same config as {seen[key]} (their --grid values are "
@@ -381,198 +181,6 @@ def plan(cells: list[Cell], args: argparse.Namespace, *, decide_actions: bool = 
     if errors and len(errors) == len(cells):
         raise SweepError(errors[0] + (f" (and {len(errors) - 1} more cells)" if len(errors) > 1 else ""))
     return plans
-
-
-# ----------------------------------------------------------------------------------------------
-# Running: one process per cell, one line per run, an overall bar.
-
-
-def _clock(seconds: float) -> str:
-    s = round(seconds)
-    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
-
-
-@dataclass
-class Tally:
-    """Counts of the sweep so far and what the overall bar shows."""
-
-    total: int
-    skipped: int = 0
-    done: int = 0
-    failed: int = 0
-    run_seconds: float = 0.0  # wall time of the runs finished so far (done or failed)
-
-    def bar(self, width: int = 24) -> str:
-        """``[#####-----] 7/20 | done 3 | failed 1 | skipped 3 | ETA 0:41:10``. The ETA is the mean
-        wall time of this sweep's finished runs times the runs left (unknown before the first)."""
-        finished = self.skipped + self.done + self.failed
-        filled = width * finished // self.total if self.total else width
-        ran = self.done + self.failed
-        left = self.total - finished
-        eta = _clock(self.run_seconds / ran * left) if ran else ("0:00:00" if not left else "?")
-        return (f"[{'#' * filled}{'-' * (width - filled)}] {finished}/{self.total} | done {self.done} "
-                f"| failed {self.failed} | skipped {self.skipped} | ETA {eta}")
-
-
-class Progress:
-    """Per-run lines, each followed by the overall bar. On a terminal the bar is one line redrawn in
-    place (with the running cell's elapsed time); in a log file it is printed after each run."""
-
-    def __init__(self, tally: Tally, stream: TextIO):
-        self.tally, self.stream = tally, stream
-        self.live = stream.isatty()
-
-    def line(self, text: str) -> None:
-        self.stream.write(("\r\033[K" if self.live else "") + text + "\n")
-        self.show()
-
-    def show(self, running: str = "") -> None:
-        if self.live:
-            self.stream.write("\r\033[K" + self.tally.bar() + (f" | {running}" if running else ""))
-        elif not running:
-            self.stream.write(self.tally.bar() + "\n")
-        self.stream.flush()
-
-
-# A traceback's exception line: "RuntimeError: ...", "jax.errors.JaxRuntimeError: ...", "KeyboardInterrupt".
-_PR_SET_PDEATHSIG = 1
-
-
-def _cell_preexec() -> None:
-    """In the cell's process, before lra.run starts: its own session (a signal to the sweep's
-    terminal group does not reach it twice; the sweep forwards signals itself), and on Linux the
-    kernel's parent-death signal: a SIGKILLed sweep takes its cell with it (SIGTERM, so that the
-    cell checkpoints)."""
-    os.setsid()
-    if sys.platform.startswith("linux"):
-        try:
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
-        except (OSError, AttributeError):
-            pass
-
-
-class _Terminate:
-    """SIGTERM, SIGINT or SIGUSR2: pass it on to the running cell (which checkpoints and exits
-    with status 75) and start no more. ``requested`` holds the signal's name."""
-
-    def __init__(self):
-        self.requested: str | None = None
-        self.child: subprocess.Popen | None = None
-        self._previous: dict[int, Any] = {}
-
-    def __enter__(self):
-        for signum in stop_signals.SIGNALS:
-            try:
-                self._previous[signum] = signal.signal(signum, self._handle)
-            except ValueError:  # not the main thread
-                pass
-        return self
-
-    def _handle(self, signum, frame):
-        self.requested = self.requested or signal.Signals(signum).name
-        if self.child is not None and self.child.poll() is None:
-            try:
-                os.killpg(self.child.pid, signum)
-            except OSError:
-                self.child.send_signal(signum)
-
-    def __exit__(self, *exc):
-        for signum, previous in self._previous.items():
-            signal.signal(signum, previous)
-
-
-def execute(p: Plan, progress: Progress, term: _Terminate) -> tuple[int, str, float]:
-    """Run one cell's lra.run with its output appended to ``<workdir>/sweep.log``.
-
-    Returns (exit status, what it wrote to the log, seconds).
-    """
-    command = [sys.executable, "-m", "lra.run", *p.argv, "--no-progress"]
-    p.workdir.mkdir(parents=True, exist_ok=True)
-    log_path = p.workdir / "sweep.log"
-    started = time.monotonic()
-    with open(log_path, "a") as log:
-        log.write(f"== lra.sweep {time.strftime('%Y-%m-%dT%H:%M:%S%z')}: {shlex.join(command)}\n")
-        log.flush()
-        offset = log.tell()
-        term.child = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
-                                      preexec_fn=_cell_preexec)
-        while True:
-            try:
-                code = term.child.wait(timeout=1.0)
-                break
-            except subprocess.TimeoutExpired:
-                progress.show(f"{p.cell}: {p.action} {_clock(time.monotonic() - started)}")
-        term.child = None
-    seconds = time.monotonic() - started
-    with open(log_path) as log:
-        log.seek(offset)
-        text = log.read()
-    return code, text, seconds
-
-
-def _headline(result_file: Path) -> str:
-    try:
-        accuracy = json.loads(result_file.read_text())["metrics"]["test_accuracy_at_last"]
-    except (OSError, ValueError, KeyError, TypeError) as err:
-        return f"result file unreadable ({err!r})"
-    return f"test accuracy {100 * accuracy:.2f}% at the last step"
-
-
-def sweep(plans: list[Plan], stream: TextIO, results_dir: Path | None = None
-          ) -> tuple[Tally, list[tuple[Plan, str]], str | None]:
-    """Run the plans in order. Returns the tally, the failures (plan, reason) and the signal that
-    stopped the sweep early (None if none did). A cell counts as done only when its result file
-    lies under ``results_dir`` (where given)."""
-    tally = Tally(total=len(plans))
-    progress = Progress(tally, stream)
-    failures: list[tuple[Plan, str]] = []
-    position = 0
-    with _Terminate() as term:
-        for p in plans:
-            position += 1
-            head = f"[{position}/{len(plans)}] {p.cell}:"
-            if p.action == "skip":
-                tally.skipped += 1
-                progress.line(f"{head} skipped ({p.detail})")
-                continue
-            if p.action in ("conflict", "invalid"):
-                tally.failed += 1
-                failures.append((p, p.detail))
-                progress.line(f"{head} FAILED: {p.detail}")
-                continue
-            if term.requested:
-                break
-            code, text, seconds = execute(p, progress, term)
-            tally.run_seconds += seconds
-            said = [ln.split("result: ", 1)[1].strip() for ln in text.splitlines()
-                    if ln.startswith("result: ")]
-            said = said[-1] if said else ""
-            if code == stop_signals.EXIT_RESUMABLE and not term.requested:
-                term.requested = "SIGTERM"  # the run alone was told to stop (the machine is going away)
-            elsewhere = (code == 0 and said and results_dir is not None
-                         and not Path(said).absolute().is_relative_to(Path(results_dir).absolute()))
-            if code == 0 and said and not elsewhere:
-                tally.done += 1
-                progress.line(f"{head} done in {_clock(seconds)}"
-                              + (f" (resumed {p.detail})" if p.action == "resume" else "")
-                              + f": {_headline(Path(said))}, result {Path(said).name}")
-            elif code == stop_signals.EXIT_RESUMABLE:
-                progress.line(f"{head} stopped by {term.requested} after {_clock(seconds)} "
-                              f"(checkpointed, exit status 75); re-run to go on")
-            else:
-                reason = (f"its result file {said} is not under --results-dir {results_dir}"
-                          if elsewhere else
-                          f"exit status {code}: {last_error_line(text)}" if code > 0 else
-                          f"killed by signal {-code}" if code < 0 else
-                          "exit status 0 but no result file was written")
-                tally.failed += 1
-                failures.append((p, reason))
-                progress.line(f"{head} FAILED after {_clock(seconds)} ({reason}; log "
-                              f"{p.workdir / 'sweep.log'})")
-            if term.requested:
-                break
-    return tally, failures, term.requested
 
 
 # ----------------------------------------------------------------------------------------------
@@ -839,74 +447,6 @@ def _run_here(plans: list[Plan], args: argparse.Namespace, grid_cells: list[Cell
         return 0
     return 1 if failures or code else 0
 
-
-SELECTION_UNWRITABLE = 3  # print_selection's status: the choice could not be kept
-
-
-def select_command(args: argparse.Namespace) -> str:
-    """The command that makes the grid's choice from the results there (no --shard)."""
-    argv = ["python", "-m", "lra.sweep", "--task", args.task, "--attn", args.attn, "--seeds",
-            args.seeds, "--preset", args.preset, "--protocol", args.protocol]
-    argv += ["--config", str(args.config)] if args.config is not None else []
-    argv += [x for pair in args.overrides for x in ("--set", pair)]
-    argv += [x for axis in args.grid for x in ("--grid", axis)]
-    if args.data_dir is not None:
-        argv += ["--data-dir", str(args.data_dir)]
-    return shlex.join([*argv, "--results-dir", str(args.results_dir), "--select"])
-
-
-def print_selection(plans: list[Plan], args: argparse.Namespace, stream: TextIO) -> int:
-    """Print and keep ``lra.selection``'s choice for each (task, family) whose whole grid is done
-    (every grid point and seed), exactly as the dry run decides it (``plan``): a cell counts with
-    the result file its ``skip`` names (valid, of its config, made on the data present now); a cell
-    whose result was made on other data is a conflict. A (task, family) with a cell not done is
-    never chosen over the rest of its grid (a shard's slice, a failed cell): its cells are named
-    instead, and its kept choice, if any, stays as it is. Returns 0 with every choice made, 1
-    (the cells named) when some (task, family) waits for a cell, ``SELECTION_UNWRITABLE`` when a
-    choice cannot be written."""
-    from lra.leaderboard import reader
-
-    by_name = {r["_file"]: r for r in reader.read(args.results_dir).valid}
-    groups: dict[tuple[str, str], list[Plan]] = {}
-    for p in plans:
-        groups.setdefault((p.cell.task, p.cell.attention), []).append(p)
-    records, waiting = [], []
-    for cell_plans in groups.values():
-        missing = [p for p in cell_plans if p.action != "skip" or p.result_file not in by_name]
-        if missing:
-            waiting.append((cell_plans, missing))
-        else:
-            records += [by_name[p.result_file] for p in cell_plans]
-    if records and _keep_selection(records, args, stream) != 0:
-        return SELECTION_UNWRITABLE
-    for cell_plans, missing in waiting:
-        cell = cell_plans[0].cell
-        print(f"{cell.task}/{cell.attention}: not chosen: {len(missing)} of {len(cell_plans)} "
-              f"cells of its grid have no result of their config on the data present now under "
-              f"{args.results_dir} (a choice is made over every grid point and seed, never part "
-              f"of them): " + "; ".join(f"{p.cell} ({p.action}{': ' + p.detail if p.detail else ''})"
-                                        for p in missing[:5])
-              + (" ..." if len(missing) > 5 else ""), file=stream)
-    return 1 if waiting else 0
-
-
-def _keep_selection(records: list[dict[str, Any]], args: argparse.Namespace,
-                    stream: TextIO) -> int:
-    """Choose over ``records`` (whole grids), print the choice and keep it under selections/."""
-    from lra import selection
-
-    keys = [k for k, _ in parse_grid(args.grid)]
-    chosen = selection.select(records, keys)
-    print(selection.render(chosen), file=stream)
-    try:
-        written = selection.write(args.results_dir, chosen, keys)
-    except OSError as err:
-        print(f"error: cannot keep the selection under {args.results_dir}: "
-              f"{err.strerror or err} ({err.filename or args.results_dir})", file=stream)
-        return 1
-    print(f"selection kept in {', '.join(str(p) for p in written)} (python -m lra.leaderboard "
-          f"shows it as a table of its own)", file=stream)
-    return 0
 
 
 if __name__ == "__main__":

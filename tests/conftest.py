@@ -57,7 +57,7 @@ jax.config.update("jax_numpy_rank_promotion", "raise")
 # ``pytest tests/attention/test_mamba.py`` runs all of it (only ``-m "not slow"`` leaves slow tests out).
 # Fixtures that train or bench end to end (a tiny run, or a bench grid): every test using one is
 # ``slow``, like the tests that start such runs themselves.
-END_TO_END_FIXTURES = {"tiny_run", "trained", "finished", "reference"}
+END_TO_END_FIXTURES = {"tiny_run", "trained", "finished", "reference", "contract_reference"}
 PER_FAMILY_FOLDER = Path(__file__).parent / "attention"
 
 
@@ -121,3 +121,35 @@ def finished(tiny_listops):
     code, _, err = run_in_process(*tiny_run_args(base / "data", base / "done", base / "results"))
     assert code == 0, err[-3000:]
     return base / "done", base / "results", err
+
+
+# The run contract tests' data and their one uninterrupted run (tests/commands/test_run_result.py,
+# test_run_data.py, test_run_disk_full.py, test_run_signals.py): made once per process.
+@pytest.fixture(scope="session")
+def contract_data(tmp_path_factory):
+    """A folder ``data`` holding the tiny ListOps set (helpers.TINY_LISTOPS_OPTIONS)."""
+    import contextlib
+    import io
+
+    from helpers import TINY_LISTOPS_OPTIONS
+
+    import tasks
+
+    path = tmp_path_factory.mktemp("contract") / "data"
+    with contextlib.redirect_stderr(io.StringIO()):
+        tasks.build("listops", path, **TINY_LISTOPS_OPTIONS).prepare()
+    return path
+
+
+@pytest.fixture(scope="session")
+def contract_reference(contract_data) -> dict:
+    """One uninterrupted run (in this process) of helpers.contract_run_args: its result record, its
+    work directory ``reference`` beside the data."""
+    import json
+
+    from helpers import contract_run_args, run_in_process
+
+    work = contract_data.parent / "reference"
+    code, _, err = run_in_process(*contract_run_args(contract_data, work, contract_data.parent / "results"))
+    assert code == 0, err[-3000:]
+    return json.loads((work / "result.json").read_text())

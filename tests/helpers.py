@@ -11,6 +11,7 @@ process; ``cli_env`` passes the same flags on to a ``python -m lra...`` subproce
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import subprocess
@@ -195,12 +196,12 @@ def write_grid_result(results: Path, name: str, argv: list[str], *, val: float, 
     import json
 
     from lra import run as run_cli
-    from lra import sweep
+    from lra import skip_check
     from lra.data import default_data_dir
 
     config = run_cli.resolve_config(run_cli.parser().parse_args(argv))
     record = result_record(config.to_dict(), val=val, test=test, date=date,
-                           fingerprint=sweep.data_now(config, default_data_dir()))
+                           fingerprint=skip_check.data_now(config, default_data_dir()))
     (results / "runs").mkdir(parents=True, exist_ok=True)
     (results / "runs" / name).write_text(json.dumps(record))
     return record
@@ -380,6 +381,21 @@ def tiny_run_args(data: Path, work: Path, results: Path, *extra: str, task: str 
             *(SMALL_LISTOPS if task == "listops" else []), *extra]
 
 
+# The run contract tests' run (tests/commands/test_run_*.py; conftest.py's ``contract_data`` and
+# ``contract_reference``): ListOps tiny on the tiny set, checkpoints every 2 of 6 steps.
+CONTRACT_STEPS = ["--set", "train.num_steps=6", "--set", "train.eval_every=3",
+                  "--set", "train.checkpoint_every=2", "--set", "train.log_every=1"]
+
+
+def contract_run_args(data: Path, work: Path, res: Path, *extra: str) -> list[str]:
+    """``lra.run`` arguments of the run contract tests (XLA:CPU's fusions on: no timing at start)."""
+    sizes = [x for k in ("train_size", "val_size", "test_size")
+             for x in ("--set", f"data.{k}={TINY_LISTOPS_OPTIONS[k]}")]
+    return ["--task", "listops", "--attn", "softmax", "--preset", "tiny", "--data-dir", str(data),
+            "--workdir", str(work), "--results-dir", str(res), "--no-progress",
+            "--xla-cpu-fusions", "on", *sizes, *CONTRACT_STEPS, *extra]
+
+
 def run_in_process(*args: str) -> tuple[int, str, str]:
     """run_cli.main in this process -> (exit status, stdout, stderr); a traceback fails the test."""
     import contextlib
@@ -475,3 +491,19 @@ def train_losses(tmp: Path, work: str) -> list[float]:
 
     lines = (tmp / work / "metrics.jsonl").read_text().splitlines()
     return [r["loss"] for r in map(json.loads, lines) if r["split"] == "train"]
+
+
+def mark_prepared(tfds_dir: Path, name: str, file_format: str = "array_record") -> None:
+    """What tfds leaves in a prepared dataset's folder, as far as the tasks (Text, Image) look."""
+    import tensorflow_datasets as tfds
+
+    folder = tfds_dir / tfds.builder(name).info.full_name
+    folder.mkdir(parents=True)
+    (folder / "dataset_info.json").write_text(json.dumps({"name": name, "fileFormat": file_format}))
+
+
+def tfds_mock(n: int):
+    """tfds's mock data (``n`` examples per split, made from the dataset's features) in a ``with``."""
+    import tensorflow_datasets as tfds
+
+    return tfds.testing.mock_data(num_examples=n, policy=tfds.testing.MockPolicy.USE_CODE)

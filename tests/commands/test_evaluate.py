@@ -71,7 +71,7 @@ def test_write_result_marks_an_evaluation_of_the_run(trained, tmp_path, capsys):
                                        "run_file": run_file,
                                        "trained_under": [{"from_step": 0, **trained_by}]}
     # lra.sweep must not take an evaluation for a finished seed
-    from lra.sweep import finished_configs
+    from lra.skip_check import finished_configs
 
     assert finished_configs(tmp_path) == {}
 

@@ -201,3 +201,20 @@ def test_data_command_out_that_is_a_file_is_one_line(tmp_path, capsys):
     assert data.main(["fetch-release", "--out", str(path), "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert err.count("error:") == 2 and err.count("a-file") == 2 and "Traceback" not in err
+
+
+def test_data_prepare_and_reproduce_name_a_path_that_is_a_file(tmp_path, capsys):
+    """Fails on main: lra.data prepare generated for minutes and then failed "Not a directory";
+    lra.reproduce reported "no result yet" for a --results-dir that is a file."""
+    from lra import data as data_cli
+    from lra import reproduce
+
+    path = tmp_path / "a-file"
+    path.write_text("x")
+    assert data_cli.main(["prepare", "--task", "listops", "--data-dir", str(path / "sub")]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--data-dir" in err and "is a file" in err
+    assert reproduce.main(["lra/softmax/listops", "--preset", "tiny", "--seeds", "0",
+                           "--results-dir", str(path), "--no-run"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--results-dir" in err and "a-file is a file" in err

@@ -15,8 +15,8 @@ import pytest
 from helpers import result_record, wait_until_training
 
 import attention
+from lra import cluster, leaderboard, skip_check, subprocess_executor, sweep
 from lra import config as config_lib
-from lra import leaderboard, sweep
 from lra import run as run_cli
 from lra.data import default_data_dir
 
@@ -115,7 +115,7 @@ def test_decisions_from_result_files_and_work_directories(tmp_path, capsys):
     (res / "runs").mkdir(parents=True)
     # linear seed 0: finished (a result file of the same resolved config, under any name)
     done = _config("linear", 0)
-    fingerprint = sweep.data_now(config_lib.Config.from_dict(done), default_data_dir())
+    fingerprint = skip_check.data_now(config_lib.Config.from_dict(done), default_data_dir())
     (res / "runs" / "anything.json").write_text(json.dumps(result_record(done, fingerprint=fingerprint)))
     # linear seed 1: a file named like it holds another config (another lr): not finished
     other = _config("linear", 1, ["--set", "train.lr=0.01"])
@@ -161,14 +161,14 @@ def test_an_unreadable_result_file_is_skipped_with_the_leaderboards_line(tmp_pat
 
 def test_last_error_line_and_bar():
     log = "loading\nerror: the data is wrong\nmore\n"
-    assert sweep.last_error_line(log) == "error: the data is wrong"
-    assert sweep.last_error_line("Traceback ...\n  File x\nRuntimeError: boom\n") == "RuntimeError: boom"
+    assert cluster.last_error_line(log) == "error: the data is wrong"
+    assert cluster.last_error_line("Traceback ...\n  File x\nRuntimeError: boom\n") == "RuntimeError: boom"
     jax_note = "-----\nFor simplicity, JAX has removed its internal frames. Set JAX_TRACEBACK_FILTERING=off."
-    assert sweep.last_error_line(f"  File x\njax.errors.JaxRuntimeError: oom\n{jax_note}\n") == (
+    assert cluster.last_error_line(f"  File x\njax.errors.JaxRuntimeError: oom\n{jax_note}\n") == (
         "jax.errors.JaxRuntimeError: oom")
-    tally = sweep.Tally(total=10, skipped=2, done=3, failed=1, run_seconds=400.0)
+    tally = subprocess_executor.Tally(total=10, skipped=2, done=3, failed=1, run_seconds=400.0)
     assert tally.bar(width=10) == "[######----] 6/10 | done 3 | failed 1 | skipped 2 | ETA 0:06:40"
-    assert sweep.Tally(total=3, skipped=1).bar(width=3).endswith("skipped 1 | ETA ?")
+    assert subprocess_executor.Tally(total=3, skipped=1).bar(width=3).endswith("skipped 1 | ETA ?")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -278,7 +278,7 @@ def test_a_result_of_other_data_is_not_done(tmp_path, capsys):
             "--workdirs", str(wd), "--results-dir", str(res), "--data-dir", str(data)]
     config = run_cli.resolve_config(run_cli.parser().parse_args(
         ["--task", "listops", "--attn", "softmax", "--seed", "0", *TINY]))
-    fingerprint = sweep.data_now(config, data)
+    fingerprint = skip_check.data_now(config, data)
     other = {**fingerprint, "generator": {**fingerprint["generator"], "version": -1}}
     other["sha256"] = "0" * 64
     (res / "runs" / "old.json").write_text(json.dumps(

@@ -202,7 +202,7 @@ LONG = ["--set", "train.num_steps=60", "--set", "train.checkpoint_every=10",
 def test_sigkill_then_resume_is_bit_identical(tmp, norm):
     """Parameters and BatchNorm's running statistics survive kill -9. BatchNorm only: its state
     holds all a LayerNorm model's and its statistics besides, and the default (LayerNorm) model's
-    resume is checked bit for bit after a stop at every stage (tests/commands/test_run_contract.py)
+    resume is checked bit for bit after a stop at every stage (tests/commands/test_run_signals.py)
     and after a requeue (tests/commands/test_cluster.py)."""
     args = [*LONG, "--set", f"model.norm={norm}"]
     run_ok(tiny_run_cmd(tmp, f"straight-{norm}", *args))

@@ -6,6 +6,7 @@ from helpers import result_record
 
 from lra import cluster, sweep
 from lra import config as config_lib
+from lra.subprocess_executor import _clock
 
 
 def test_the_dry_run_flags_absent_data_and_estimates_from_a_measured_run(tmp_path, monkeypatch,
@@ -28,7 +29,7 @@ def test_the_dry_run_flags_absent_data_and_estimates_from_a_measured_run(tmp_pat
     assert code == 0, out
     lines = {ln.split(" in ")[0].split()[1]: ln for ln in out.splitlines() if ln.startswith("run ")}
     assert lines["listops/softmax"].endswith(
-        f"[data generated on first use, ~{sweep._clock(steps / 4.0)}]")
+        f"[data generated on first use, ~{_clock(steps / 4.0)}]")
     assert lines["listops/performer"].endswith("[data generated on first use]")
     assert lines["text/softmax"].endswith("[DATA MISSING]")
     assert lines["retrieval/performer"].endswith("[DATA MISSING]")
@@ -39,6 +40,6 @@ def test_the_dry_run_flags_absent_data_and_estimates_from_a_measured_run(tmp_pat
     assert ("data missing for 2 retrieval cells (they would fail): prepare it first with "
             "`python -m lra.data fetch-release --out DIR` (then pass --data-dir DIR)") in out
     assert "data generated on first use (by the first cell that reads it) for: listops (2 cells)" in out
-    assert (f"expected time on 1 x cpu: {sweep._clock(steps / 4.0)} in all for the 1 cells with a "
+    assert (f"expected time on 1 x cpu: {_clock(steps / 4.0)} in all for the 1 cells with a "
             f"measured step time") in out
     assert "no measured step time on 1 x cpu for 5 cells" in out

@@ -51,9 +51,11 @@ def test_the_leaderboard_imports_no_jax_and_the_core_no_satellite():
 
 
 # The core modules that hand over to a satellite package: commands that read results through the one
-# reader, rebuild the leaderboard or draw with its figures (lra/__init__.py). Nothing else in lra/
+# reader, rebuild the leaderboard or draw with its figures (lra/__init__.py), and the sweep's skip
+# check and grid choice, which read result files through the reader for it. Nothing else in lra/
 # imports lra.bench or lra.leaderboard, not even inside a function.
-HANDS_OVER = {"lra.cluster", "lra.curves", "lra.reproduce", "lra.sweep"}
+HANDS_OVER = {"lra.cluster", "lra.curves", "lra.reproduce", "lra.skip_check", "lra.sweep",
+              "lra.sweep_selection"}
 
 
 def test_only_the_commands_that_hand_over_import_a_satellite():

@@ -13,7 +13,7 @@ import pytest
 from helpers import result_record, run_record
 
 from lra import config as config_lib
-from lra import reproduce, sweep
+from lra import reproduce, skip_check, sweep
 from lra import run as run_cli
 from lra.data import default_data_dir
 from lra.leaderboard import reader
@@ -129,7 +129,7 @@ def _config(seed, *sets):
 
 
 def _now(config):
-    return sweep.data_now(config, default_data_dir())
+    return skip_check.data_now(config, default_data_dir())
 
 
 def _grid_args(tmp_path, *extra):

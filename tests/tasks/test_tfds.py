@@ -1,10 +1,10 @@
-"""Text (IMDB bytes) and Image (grayscale CIFAR-10 pixels): tokens, masks, splits, a training step on
-tfds mock data, and the fast, explained failure when the data is missing and cannot be fetched."""
+"""The tasks read through tensorflow-datasets (tasks/_tfds.py: Text and Image): a tfds data folder
+recognised, a training step on tfds mock data, and the fast, explained failure when the data is
+missing and cannot be fetched."""
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import socket
 import time
@@ -15,6 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import tensorflow_datasets as tfds
+from helpers import mark_prepared, tfds_mock
 
 import tasks
 from lra import config as config_lib
@@ -41,107 +42,6 @@ def no_proxy(monkeypatch):
             monkeypatch.delenv(key)
 
 
-def mark_prepared(tfds_dir: Path, name: str, file_format: str = "array_record") -> None:
-    """What tfds leaves in a prepared dataset's folder, as far as the tasks look."""
-    folder = tfds_dir / tfds.builder(name).info.full_name
-    folder.mkdir(parents=True)
-    (folder / "dataset_info.json").write_text(json.dumps({"name": name, "fileFormat": file_format}))
-
-
-def mock(n: int):
-    return tfds.testing.mock_data(num_examples=n, policy=tfds.testing.MockPolicy.USE_CODE)
-
-
-# ----------------------------------------------------------------------------------------------
-# Tokens and masks
-
-
-def test_text_ids_are_utf8_bytes_plus_one_and_the_mask_is_the_true_length():
-    inputs, mask = text.encode("café", 8)
-    assert inputs.dtype == np.int32 and mask.dtype == np.bool_
-    assert inputs.tolist() == [ord("c") + 1, ord("a") + 1, ord("f") + 1, 0xC3 + 1, 0xA9 + 1, 0, 0, 0]
-    assert mask.tolist() == [True] * 5 + [False] * 3
-    # A NUL byte is a real token (id 1), not padding: the mask comes from the length.
-    inputs, mask = text.encode(b"a\x00b", 4)
-    assert inputs.tolist() == [98, 1, 99, 0] and mask.tolist() == [True, True, True, False]
-    # Longer reviews are cut at max_len bytes (LRA), even inside a multi-byte character.
-    inputs, mask = text.encode("aé", 2)
-    assert inputs.tolist() == [98, 0xC3 + 1] and mask.all()
-    assert text.encode(b"\xff", 1)[0].tolist() == [256]  # the largest id: vocab 257
-
-
-# (r, g, b) -> tf.image.rgb_to_grayscale, computed with TensorFlow 2.21. The first eight are colours
-# where a float32 matmul (another summation order) gives a different value; pure green shows the
-# truncation (round-to-nearest would give 150).
-TF_GRAY = [((5, 171, 227), 128), ((94, 116, 93), 106), ((103, 143, 158), 133),
-           ((118, 127, 96), 121), ((129, 174, 9), 142), ((131, 224, 114), 184),
-           ((139, 139, 163), 142), ((146, 249, 51), 196), ((0, 0, 0), 0),
-           ((255, 255, 255), 255), ((255, 0, 0), 76), ((0, 255, 0), 149), ((0, 0, 255), 29)]
-
-
-def test_grayscale_matches_tensorflow():
-    rgb = np.array([c for c, _ in TF_GRAY], np.uint8)
-    assert image.grayscale(rgb).tolist() == [g for _, g in TF_GRAY]
-    assert image.grayscale(rgb.reshape(13, 1, 3)).shape == (13, 1)
-
-
-def test_pixels_are_shifted_so_black_is_a_token_and_nothing_is_masked():
-    picture = np.zeros((32, 32, 3), np.uint8)
-    picture[0, 1] = (255, 255, 255)
-    picture[1, 0] = (0, 255, 0)
-    ex = image.PixelExamples([{"image": picture, "label": np.int64(7)}], 0, 1)[0]
-    assert ex["inputs"].dtype == np.int32 and ex["inputs"].shape == (1024,)
-    assert ex["mask"].dtype == np.bool_ and ex["mask"].all()
-    assert ex["inputs"][0] == 1 and ex["inputs"][1] == 256 and ex["inputs"][32] == 150  # row-major
-    assert (np.delete(ex["inputs"], [1, 32]) == 1).all()  # black pixels: id 1, never the pad id 0
-    assert int(ex["targets"]) == 7
-
-
-# ----------------------------------------------------------------------------------------------
-# Tasks on tfds mock data
-
-
-def test_text_task_facts_and_splits(tmp_path):
-    mark_prepared(tmp_path / "text", "imdb_reviews")
-    task = tasks.build("text", tmp_path, val_size=5)
-    assert (task.vocab_size, task.max_len, task.num_classes, task.pad_id) == (257, 1000, 2, 0)
-    assert task.inputs == ("inputs",)
-    assert tasks.build("text", tmp_path, max_length=4000).max_len == 4000
-    with mock(12):
-        task.prepare()  # finds the prepared folder: nothing to do
-        records = tfds.data_source("imdb_reviews", split="test", data_dir=str(tmp_path / "text"))
-        train, val, test = (task.source(s) for s in ("train", "val", "test"))
-        assert (len(train), len(val), len(test)) == (12, 5, 12)
-        for i in range(5):  # LRA validates on the test split
-            assert np.array_equal(val[i]["inputs"], test[i]["inputs"])
-            inputs, mask = text.encode(records[i]["text"], 1000)
-            assert np.array_equal(test[i]["inputs"], inputs) and np.array_equal(test[i]["mask"], mask)
-            assert int(test[i]["targets"]) == int(records[i]["label"])
-        ex = train[-1]
-        assert set(ex) == {"inputs", "mask", "targets"} and ex["targets"].shape == ()
-        with pytest.raises(IndexError):
-            val[5]
-        with pytest.raises(ValueError, match="unknown split"):
-            task.source("dev")
-
-
-def test_image_task_splits_are_90_10_of_train(tmp_path):
-    mark_prepared(tmp_path / "image", "cifar10")
-    task = tasks.build("image", tmp_path, test_size=4)
-    assert (task.vocab_size, task.max_len, task.num_classes, task.pad_id) == (257, 1024, 10, 0)
-    with mock(20):
-        task.prepare()
-        records = tfds.data_source("cifar10", split="train", data_dir=str(tmp_path / "image"))
-        train, val, test = (task.source(s) for s in ("train", "val", "test"))
-        assert (len(train), len(val), len(test)) == (18, 2, 4)
-        expected = image.grayscale(records[18]["image"]).reshape(-1) + 1
-        assert np.array_equal(val[0]["inputs"], expected)  # val starts where train[:90%] ends
-        assert int(val[0]["targets"]) == int(records[18]["label"])
-        assert all(train[i]["mask"].all() for i in range(3))
-        assert 1 <= train[0]["inputs"].min() and train[0]["inputs"].max() <= 256
-    assert [image.train_val_boundary(n) for n in (50_000, 20, 15)] == [45_000, 18, 14]
-
-
 def test_a_tfds_data_dir_is_recognised_and_tfrecord_copies_are_explained(tmp_path):
     mark_prepared(tmp_path, "imdb_reviews")  # --data-dir ~/tensorflow_datasets
     assert text.IMDB.find(tmp_path) == (tmp_path, [])
@@ -163,7 +63,7 @@ def test_tiny_preset_trains_one_step_on_mock_data(tmp_path, name, dataset):
                           overrides={"train.schedule": "constant", "train.lr": 1e-3})
     mark_prepared(tmp_path / name, dataset)
     task = tasks.build(name, tmp_path, **cfg.data)
-    with mock(cfg.train.batch_size):
+    with tfds_mock(cfg.train.batch_size):
         task.prepare()
         batch = TrainBatches(task.source("train"), cfg.train.batch_size, seed=0)[0]
     assert batch["inputs"].shape == (cfg.train.batch_size, task.max_len)
