@@ -18,7 +18,8 @@ satellite packages sit beside them: ``lra.bench`` (measuring a run) and ``lra.le
 result files into tables and figures; it imports no JAX). Both import the core; nothing in the core
 imports them, except a command that hands over to one (``lra.sweep`` rebuilds the leaderboard; its
 skip check and grid choice, ``lra.skip_check`` and ``lra.sweep_selection``, read result files
-through the leaderboard's one reader).
+through the leaderboard's one reader, as do ``lra.reproduce``, ``lra.cluster``'s result lookup,
+``lra.curves`` and ``lra.data refingerprint``).
 """
 
 __version__ = "0.1.0"

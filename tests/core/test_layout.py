@@ -54,7 +54,7 @@ def test_the_leaderboard_imports_no_jax_and_the_core_no_satellite():
 # reader, rebuild the leaderboard or draw with its figures (lra/__init__.py), and the sweep's skip
 # check and grid choice, which read result files through the reader for it. Nothing else in lra/
 # imports lra.bench or lra.leaderboard, not even inside a function.
-HANDS_OVER = {"lra.cluster", "lra.curves", "lra.reproduce", "lra.skip_check", "lra.sweep",
+HANDS_OVER = {"lra.cluster", "lra.curves", "lra.data", "lra.reproduce", "lra.skip_check", "lra.sweep",
               "lra.sweep_selection"}
 
 
