@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable
 
+import matplotlib.ticker
 from matplotlib.figure import Figure
 
 from lra.leaderboard import figures, names
@@ -66,6 +67,10 @@ def _draw(group: list[Point], x: Callable[[Point], float | None], xlabel: str, t
                             color=look.get("color"), marker=look.get("marker", "o"),
                             linestyle="-" if line else "none", capsize=2, markersize=4)
             ax.set_xscale("log", base=2)
+            # plain labels: the figures draw text without mathtext (figures.RC), so the log
+            # formatter's "$2^{14}$" would print its TeX source
+            ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(_power_of_two))
+            ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
             ax.set_title(f"length {length}")
             ax.set_xlabel(xlabel)
             ax.set_ylim(-2, 102)
@@ -93,3 +98,13 @@ def draw_all(pts_by_section: dict[tuple[str, str, str], list[Point]]
             f"Recall against state size ({where})", line=False)))
         files[(preset, device, form)] = (f"figures/{stem}-width.png", f"figures/{stem}-frontier.png")
     return figs, files
+
+
+def _power_of_two(value: float, _pos=None) -> str:
+    """A log2 axis tick as text: 64, 2K, 16K, 4M for widths and bytes (K = 2**10, M = 2**20)."""
+    if value <= 0:
+        return ""
+    for unit, size in (("G", 2**30), ("M", 2**20), ("K", 2**10)):
+        if value >= size:
+            return f"{value / size:g}{unit}"
+    return f"{value:g}"

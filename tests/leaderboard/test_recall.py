@@ -109,3 +109,12 @@ def test_no_recall_runs_leave_the_outputs_as_they_were(tmp_path):
     out = build_all(tmp_path, [])
     assert "recall" not in out["markdown"].lower() and out["csv_recall"] == ""
     assert "page-recall" not in out["site"]["index.html"].decode()
+
+
+def test_the_log2_axes_print_plain_numbers():
+    """The figures draw text without mathtext, so matplotlib's log formatter printed its TeX
+    source ("$\\mathdefault{2^{14}}$") under the frontier's ticks."""
+    from lra.leaderboard.recall_figures import _power_of_two
+
+    assert [_power_of_two(v) for v in (32, 64, 2**14, 3 * 2**20, 2**31)] == [
+        "32", "64", "16K", "3M", "2G"]
