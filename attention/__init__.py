@@ -34,6 +34,12 @@ A family is one ``flax.nnx.Module`` class in its own file in this package, regis
   ``paper``              required citation (authors, title, venue, arXiv id) for the README table
   ``complexity``         required e.g. ``"O(L d^2)"``, for the README table
   ``subquadratic``       required True if memory grows slower than L^2 (tests/attention/test_memory.py)
+  ``recurrent_state``    required the state one layer holds for one sequence at length L when it
+                                  generates one token at a time, as a string formula of ``L``, the
+                                  model's sizes and the family's options (``"2 * L * qkv_dim"``),
+                                  with a docstring line under it saying what it counts; read
+                                  without JAX by lra/state_size.py (attention/README.md "The
+                                  state size")
   ``parameter_note``     optional why the parameter count differs from softmax attention's at the
                                   same encoder size; without one, tests/attention/test_comparability.py holds
                                   the family within 10% of softmax's count on every task
@@ -50,7 +56,8 @@ A family is one ``flax.nnx.Module`` class in its own file in this package, regis
                                   whole input through windowed or block patterns
   ``ssm_param(value)``   helper   (attention/_ssm.py) wraps a state-space parameter as an
                                   ``nnx.Param`` tagged for its own optimiser group (``train.ssm_lr``:
-                                  Adam at that rate, no weight decay; lra/optim.py)
+                                  Adam at that rate, no weight decay; lra/optim.py);
+                                  ``step_size=True`` marks the log step (``train.dt_group``)
   ``length_options``     optional the options that are lengths in positions (``("block_size",)``):
                                   tests/attention/test_comparability.py scales them with the
                                   sequence, so a shortened model keeps the paper config's structure
@@ -74,9 +81,10 @@ A family is one ``flax.nnx.Module`` class in its own file in this package, regis
                                   optionally ``modern_task_departures`` ({task: what differs})
   ====================== ======== ===============================================================
 
-  ``display_name``, ``kind``, ``length_options``, the ``peer_`` values but ``peer_matmuls``,
-  ``lra_departure`` and the ``modern_`` values must be literals in the class body (or a base class
-  of the same file): code that runs without JAX reads them from the file (lra/declared.py).
+  ``display_name``, ``kind``, ``recurrent_state``, ``length_options``, the ``peer_`` values but
+  ``peer_matmuls``, ``lra_departure`` and the ``modern_`` values must be literals in the class body
+  (or a base class of the same file): code that runs without JAX reads them from the file
+  (lra/declared.py).
 
 * Train state. Only ``nnx.Param`` (trained) and ``nnx.BatchStat`` (running statistics, returned by
   the step) are train state: checkpointed and restored. Every other variable a family holds (fixed

@@ -31,6 +31,8 @@ Everything is computed in float32 / complex64 whatever the input dtype.
 Optimiser group: the modern recipes give the state-space core (eigenvalues, step sizes, B, Mega's
 EMA coefficients) its own learning rate and no weight decay. Those parameters are made with
 ``ssm_param``, which tags them ``optimizer_group="ssm"``; lra/optim.py reads the tag (``train.ssm_lr``).
+A step size (log dt) is also tagged ``step_size=True`` (``ssm_param(value, step_size=True)``), so
+that a recipe can train it apart from the rest of the core (``train.dt_group``).
 """
 
 from __future__ import annotations
@@ -42,8 +44,11 @@ from flax import nnx
 SSM_GROUP = "ssm"
 
 
-def ssm_param(value: jax.Array) -> nnx.Param:
-    """A trainable state-space parameter, tagged for its own optimiser group (module docstring)."""
+def ssm_param(value: jax.Array, *, step_size: bool = False) -> nnx.Param:
+    """A trainable state-space parameter, tagged for its own optimiser group; ``step_size``: it is
+    the (log) step size dt (module docstring)."""
+    if step_size:
+        return nnx.Param(value, optimizer_group=SSM_GROUP, step_size=True)
     return nnx.Param(value, optimizer_group=SSM_GROUP)
 
 

@@ -36,13 +36,19 @@ Options: ``block_size`` b (64), ``num_random_blocks`` r (3): LRA's values. Needs
 
 Departures from the LRA code (lra_benchmarks/models/bigbird):
 
-* LRA seeded numpy with ``hash(module path) % 2**32`` for its per-head random blocks; Python salts
-  string hashes per process, so the pattern changed from one process to the next (e.g. between
-  training and a later evaluation from a checkpoint). Ours follow from the run's seed.
+* LRA's encoder passes ``connectivity_seed=`` the layer index (``bigbird/bigbird.py`` line 207),
+  and its attention seeds numpy with it (``bigbird_attention.py`` line 366; the fallback
+  ``hash(module path) % 2**32``, lines 626-628, runs only when no seed is given): its random blocks
+  were fixed per layer, the same in every process and for every run seed. Ours are drawn from the
+  run's seed: fixed per layer within a run, different from one seed to the next.
 * LRA drew random blocks only among the blocks of the first 1024 positions
   (``last_idx=min(seq_length, 1024)``); we draw from all eligible blocks.
-* LRA needed at least about 5 + 2 r blocks and always appended a whole pad block (even when L was
-  a multiple of b); we pad only up to the next multiple and handle any number of blocks.
+* LRA needed N >= 5 + r blocks (counting the block it appends) and always appended a whole pad
+  block (``block_size - L % block_size`` positions, so b of them when L is a multiple of b). Its
+  mask for the appended positions is -1e9, which the cast of the mask to a float input mask keeps
+  nonzero, i.e. "real": every query attends to that block of zero keys and values (logit 0), as
+  LRA's local attention does (attention/local.py), which shifts an output by about 8e-2 relative.
+  We pad only up to the next multiple, mask the pads, and handle any number of blocks.
 * LRA's block-sparse path applied no attention dropout; we apply the configured ``dropout`` to the
   attention weights like every other family here.
 """
@@ -178,6 +184,9 @@ class BigBirdAttention(nnx.Module):
     paper = "Zaheer et al., NeurIPS 2020"
     complexity = "O(L b (5 + r) d)"
     subquadratic = True
+    recurrent_state = "2 * qkv_dim * min(L, (5 + num_random_blocks) * block_size)"
+    """No causal form: the keys and values a middle query reads (3 window, 2 global and r random
+    blocks; the global blocks' queries read all L), as Zoology counts BigBird."""
     length_options = ("block_size",)
     peer_options: ClassVar[dict] = {"block_size": 64, "num_random_blocks": 3}
     lra_departure = "random blocks drawn once; Image runs 4 heads (LRA's num_head typo)"

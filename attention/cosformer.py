@@ -85,6 +85,8 @@ class CosFormerAttention(nnx.Module):
     paper = "Qin et al., ICLR 2022"
     complexity = "O(L d^2)"
     subquadratic = True
+    recurrent_state = "heads * 2 * head_dim * (head_dim + 1)"
+    """Per head the sin and cos halves of S (2d x d) and z (2d); the position is a counter."""
     length_options = ("chunk_size",)
     peer_options: ClassVar[dict] = {}
     peer_kernel = "cosformer"

@@ -52,6 +52,8 @@ class FNetMixing(nnx.Module):
     paper = "Lee-Thorp et al., NAACL 2022"
     complexity = "O(L d log(L d))"
     subquadratic = True
+    recurrent_state = "L * dim"
+    """No causal form and no summary: every output mixes the whole input (L x D)."""
     peer_options: ClassVar[dict] = {}
     attention_dropout = False  # a Fourier transform has no attention weights to drop
     parameter_note = "the Fourier mixing has no parameters (no q, k, v or output projection)"

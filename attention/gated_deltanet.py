@@ -56,6 +56,9 @@ class GatedDeltaNet(nnx.Module):
     paper = "Yang et al., ICLR 2025; DeltaNet: Yang et al., NeurIPS 2024"
     complexity = "O(L C d + L d^2 / H)"
     subquadratic = True
+    recurrent_state = "qkv_dim * qkv_dim // heads + 3 * (conv_size - 1) * qkv_dim"
+    """Per head S (K x V, K = V = qkv_dim / H) and the last conv_size - 1 inputs of the q, k and v
+    convolutions."""
     length_options = ("chunk_size",)
     attention_dropout = False  # no attention weights to drop
     parameter_note = ("the output gate W_g adds a fifth qkv_dim x D projection to q, k, v and the "

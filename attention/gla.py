@@ -67,6 +67,8 @@ class GLA(nnx.Module):
     paper = "Yang et al., ICML 2024; HGRN2: Qin et al., COLM 2024"
     complexity = "O(L C d + L d^2 / H)"
     subquadratic = True
+    recurrent_state = "(int(qkv_dim * expand_k) if variant == 'gla' else qkv_dim) * qkv_dim // heads"
+    """Per head S (K x V): K = expand_k qkv_dim / H (gla) or qkv_dim / H (hgrn2), V = qkv_dim / H."""
     length_options = ("chunk_size",)
     attention_dropout = False  # the attention weights are never formed
 

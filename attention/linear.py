@@ -80,6 +80,8 @@ class LinearAttention(nnx.Module):
     paper = "Katharopoulos et al., ICML 2020"
     complexity = "O(L d^2)"
     subquadratic = True
+    recurrent_state = "heads * head_dim * (head_dim + 1)"
+    """Per head S = sum phi(k) v^T (d x d) and z = sum phi(k) (d)."""
     length_options = ("chunk_size",)
     peer_options: ClassVar[dict] = {}
     peer_kernel = "linear(elu+1)"

@@ -84,6 +84,8 @@ class LinformerAttention(nnx.Module):
     paper = "Wang et al., arXiv 2006.04768 (2020)"
     complexity = "O(L k d)"
     subquadratic = True
+    recurrent_state = "2 * k * qkv_dim"
+    """No causal form: the k projected keys and values every query reads."""
     peer_options: ClassVar[dict] = {"k": 256}
     lra_departure = "padded positions masked before the length projection"
     parameter_note = "learns a [k, L] length projection per layer"

@@ -33,6 +33,11 @@ numbers (avg 46.06) come from the strided variant and should be read with that i
 strided groups and no global token, LRA's CLS saw every (L / b)-th token; our global CLS token sees
 every token (a departure in the model's favour on CLS-pooled tasks; docs/families-and-protocols.md
 "Comparability with LRA's Table 1").
+
+LRA also always appended ``block_size - L % block_size`` positions of zeros (a whole block when L is
+a multiple of b) and padded their mask with -1e9 (``local_attention.py`` lines 228-237); the mask
+is then used as a float, so those positions count as real keys: queries attend to zero keys and
+values that are not in the input. Ours masks every pad it adds.
 """
 
 from __future__ import annotations
@@ -159,6 +164,9 @@ class LocalAttention(nnx.Module):
     paper = "Tay et al., ICLR 2021 (LRA baseline)"
     complexity = "O(L b d)"
     subquadratic = True
+    recurrent_state = "2 * qkv_dim * min(L, global_tokens + block_size)"
+    """Keys and values of the global tokens and of the current block so far (no later query reads an
+    earlier block)."""
     length_options = ("block_size",)
     peer_options: ClassVar[dict] = {"block_size": 128}
     peer_mechanism = "local/block"

@@ -136,6 +136,8 @@ class LongformerAttention(nnx.Module):
     paper = "Beltagy et al., arXiv 2020 (2004.05150)"
     complexity = "O(L (w + G) d)"
     subquadratic = True
+    recurrent_state = "2 * qkv_dim * min(L, global_tokens + window)"
+    """Keys and values of the global tokens and of the last ``window`` positions (the causal band)."""
     length_options = ("window",)
     peer_options: ClassVar[dict] = {"window": 256, "global_tokens": 1}
     lra_departure = "CLS is a global token with its own projections (LRA: none)"

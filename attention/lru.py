@@ -65,6 +65,8 @@ class LRU(nnx.Module):
     paper = "Orvieto et al., ICML 2023"
     complexity = "O(L N d)"
     subquadratic = True
+    recurrent_state = "2 * state_size"
+    """N complex states for all D channels together."""
     modern_row = "LRU"
     modern_departure = ("bidirectional on every task (the paper: only Pathfinder and Path-X); base lr "
                         "1e-3 (not tabulated); the encoder adds positions")

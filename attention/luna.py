@@ -79,6 +79,8 @@ class LunaAttention(nnx.Module):
     paper = "Ma et al., NeurIPS 2021"
     complexity = "O(L l d)"
     subquadratic = True
+    recurrent_state = "packed_len * qkv_dim"
+    """No causal form: the packed context P' (l x qkv_dim) that every query's unpack reads."""
     peer_options: ClassVar[dict] = {}
     parameter_note = "learns a packed sequence [l, D] and the projections of a second (pack) attention"
 

@@ -99,6 +99,8 @@ class Mamba(nnx.Module):
     paper = "Gu and Dao, arXiv 2312.00752 (2023)"
     complexity = "O(L E N)"
     subquadratic = True
+    recurrent_state = "expand * dim * (state_size + conv_size - 1)"
+    """N states per inner channel (E = expand D) and the convolution's last conv_size - 1 inputs."""
     length_options = ("chunk_size",)
     attention_dropout = False  # a recurrence has no attention weights to drop
     parameter_note = ("the Mamba block's expanded inner width (E = 2 D: in_proj D x 2E, out_proj E x D) "

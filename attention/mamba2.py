@@ -56,6 +56,8 @@ class Mamba2(nnx.Module):
     paper = "Dao and Gu, ICML 2024"
     complexity = "O(L C (N + P) E / P)"
     subquadratic = True
+    recurrent_state = "expand * dim * state_size + (conv_size - 1) * (expand * dim + 2 * state_size)"
+    """Per head N x P (N E in all) and the convolution's last conv_size - 1 inputs of x, B and C."""
     length_options = ("chunk_size",)
     attention_dropout = False  # no attention weights to drop
     parameter_note = ("the Mamba-2 block's expanded inner width (E = 2 D: in_proj D x (2E + 2N + H), "

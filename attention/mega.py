@@ -175,9 +175,13 @@ class Mega(nnx.Module):
     paper = "Ma et al., ICLR 2023"
     complexity = "O(L^2 z); chunk c: O(L c z)"
     subquadratic = False  # the default is full attention; chunk_size > 0 is linear (see docstring)
+    recurrent_state = ("ndim * dim"
+                       " + (min(L, chunk_size) if chunk_size else L) * (z_dim + (hidden_dim or 2 * dim))")
+    """The EMA's ndim states per channel, and the keys (z_dim) and values (hidden_dim) of the current
+    chunk (of every position so far with chunk_size = 0)."""
     length_options = ("chunk_size",)
     modern_row = "Mega"
-    modern_departure = ("ScaleNorm runs as LayerNorm, linear decay as cosine, the EMA is not truncated; "
+    modern_departure = ("ScaleNorm runs as LayerNorm, the EMA is not truncated; "
                         "the encoder adds positions")
     parameter_note = ("a multi-dimensional damped EMA plus gated single-head attention with its own "
                       "gate and value projections")

@@ -81,6 +81,8 @@ class MLSTM(nnx.Module):
     paper = "Beck et al., NeurIPS 2024"
     complexity = "O(L C d + L d^2 / H)"
     subquadratic = True
+    recurrent_state = "qkv_dim * qkv_dim // heads + qkv_dim + heads + (conv_size - 1) * dim"
+    """Per head C (K x V), n (K) and the stabiliser m, and the convolution's last conv_size - 1 inputs."""
     length_options = ("chunk_size",)
     attention_dropout = False  # the weights are never formed
     parameter_note = ("the output gate W_og adds a fifth qkv_dim x D projection to q, k, v and the "

@@ -165,6 +165,9 @@ class NystromformerAttention(nnx.Module):
     paper = "Xiong et al., AAAI 2021"
     complexity = "O(L m d + m^3)"
     subquadratic = True
+    recurrent_state = "qkv_dim * (2 * num_landmarks + conv_kernel)"
+    """No causal form: the landmark keys and the landmarks' values A^+ G v every query reads, and the
+    conv_kernel values of its skip convolution."""
     peer_options: ClassVar[dict] = {"num_landmarks": 256, "conv_kernel": 33}
     peer_mechanism = "nystrom"
     attention_dropout = False  # the official Nystrom attention has none

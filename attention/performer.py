@@ -190,6 +190,10 @@ class PerformerAttention(nnx.Module):
     paper = "Choromanski et al., ICLR 2021"
     complexity = "O(L m d)"
     subquadratic = True
+    recurrent_state = ("heads * ((nb_features if kernel == 'softmax' else head_dim) * (head_dim + 1)"
+                       " + (1 if kernel == 'softmax' else 0))")
+    """Per head S (m x d) and z (m), m = nb_features (softmax kernel) or d (relu), and with the
+    softmax kernel the running key maximum of the stabiliser."""
     length_options = ("chunk_size",)
     peer_options: ClassVar[dict] = {"nb_features": 256}
     lra_departure = "padded keys zeroed"

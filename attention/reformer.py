@@ -42,9 +42,16 @@ into n_hashes * n_buckets chunks, i.e. chunks of ~L/10 tokens, after padding L u
 multiple of 10 ("chunk_len" 10; a full extra 10 when L already is one), so its cost is quadratic;
 (ii) multiplies the logits by sqrt(d) instead of normalising keys; (iii) masks neither self nor
 pads (pads enter the buckets and the softmax); (iv) uses one rotation seed, PRNGKey(0), for every
-layer and head; (v) has no output projection and no attention dropout. Here: a fixed chunk size (so
-memory is linear), the paper's normalised keys, self and pad masks, per-layer random rotations, the
-shared output projection and attention-weight dropout.
+layer and head; (v) has no output projection and no attention dropout; (vi) reshapes the heads'
+outputs ``[B, H, L, d]`` straight to ``[B, L, H d]`` without moving the head axis
+(``reformer_attention.py`` line 337), so its output row t holds positions 2t and 2t + 1 of one
+head (at 2 heads; in general H consecutive positions of one head) rather than position t of every
+head; (vii) lets its first chunk look back to the last chunk (``look_one_back`` wraps around, line
+31); (viii) overwrites ``qkv_features`` with the input width (the model's ``qkv_dim`` is unused).
+Here: a fixed chunk size (so memory is linear), the paper's normalised keys, self and pad masks,
+per-layer random rotations, heads kept apart (position t of every head in row t), no wrap-around
+from the first chunk to the last, the configured ``qkv_dim``, the shared output projection and
+attention-weight dropout.
 """
 
 from __future__ import annotations
@@ -157,6 +164,9 @@ class ReformerAttention(nnx.Module):
     paper = "Kitaev et al., ICLR 2020"
     complexity = "O(n_hashes L (log L + chunk) d)"
     subquadratic = True
+    recurrent_state = "2 * qkv_dim * min(L, n_hashes * n_buckets * chunk_size)"
+    """Per hash round the last ``chunk_size`` shared keys and values of each bucket (all a causal
+    query reads), at most every position so far."""
     length_options = ("chunk_size",)
     peer_options: ClassVar[dict] = {"n_hashes": 8, "chunk_size": 64}
     peer_mechanism = "reformer-lsh"

@@ -76,6 +76,9 @@ class RetNet(nnx.Module):
     paper = "Sun et al., arXiv 2307.08621 (2023)"
     complexity = "O(L C d + L d^2 / H)"
     subquadratic = True
+    recurrent_state = "int(qkv_dim * expand_k) * int(qkv_dim * expand_v) // heads"
+    """Per head S (K x V), K = expand_k qkv_dim / H, V = expand_v qkv_dim / H; the position is a
+    counter."""
     length_options = ("chunk_size",)
     attention_dropout = False  # the retention weights are never formed
     parameter_note = ("RetNet's value and gate widths are 2x qkv_dim (the paper's d_v = 2 d), so "

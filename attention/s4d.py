@@ -41,11 +41,20 @@ reverse kernel exact: it then starts, in effect, at each example's last real tok
 repository's LRA pipeline does the same (``S4Block.forward`` zeroes the block's input past each
 example's length: src/models/sequence/modules/s4block.py, lines 151-161).
 
+Shared A (``n_ssm``, S4's option of that name: "number of independent trainable (A, B) SSMs"):
+``n_ssm=None`` (the default) gives every channel its own A; ``n_ssm=S`` (S dividing D) trains S
+copies of A and channel h uses copy h mod S (S4's ``repeat(A, 't n -> (v t) n')``), so
+``n_ssm=1`` ties A across all channels while dt, C and D stay per channel. S4 ties B with A; here
+B is folded into C (per channel), which spans the same kernels. S4's LRA configs set ``n_ssm: 1``
+on ListOps, Text, Retrieval and Image (state-spaces/s4@e757cef configs/experiment/lra/
+s4-listops.yaml line 23, s4-imdb.yaml 26, s4-aan.yaml 26, s4-cifar.yaml 21) and leave it null on
+Pathfinder and Path-X.
+
 Optimiser group "ssm" (``train.ssm_lr``, no weight decay; attention/_ssm.py): ``log_A_real``,
 ``A_imag``, ``log_dt`` (A and the step, as the S4 repository's kernel lr).
 ``num_heads``, ``qkv_dim`` and ``dropout`` are accepted for the shared signature and not used.
 Options: ``state_size`` N (64), ``init`` ("lin"), ``dt_min`` (1e-3), ``dt_max`` (0.1),
-``discretization`` ("zoh").
+``discretization`` ("zoh"), ``n_ssm`` (None: one A per channel).
 """
 
 from __future__ import annotations
@@ -108,9 +117,10 @@ class S4D(nnx.Module):
     paper = "Gu et al., NeurIPS 2022"
     complexity = "O(L N d + L log L d)"
     subquadratic = True
-    modern_row = "S4D-LegS"
-    modern_departure = ("S4D-Inv initialisation (the row: S4D-LegS); the S4 block's GLU runs as a "
-                        "half-GLU; the encoder adds positions")
+    recurrent_state = "dim * state_size"
+    """N/2 complex modes per channel (their conjugates are implied): D N real numbers."""
+    modern_row = "S4D-Inv"  # the printed row of the initialisation the recipe trains (attn.init)
+    modern_departure = ("the S4 block's GLU runs as a half-GLU; the encoder adds positions")
     attention_dropout = False  # a convolution with an SSM kernel has no attention weights to drop
     parameter_note = ("a diagonal state space per channel (complex A, B, C, a step size and D) and an "
                       "output mixing layer replace the q, k, v and output projections")
@@ -118,7 +128,7 @@ class S4D(nnx.Module):
     def __init__(self, dim: int, num_heads: int, *, qkv_dim: int | None = None,
                  causal: bool = False, dropout: float = 0.0, rngs: nnx.Rngs,
                  state_size: int = 64, init: str = "lin", dt_min: float = 1e-3,
-                 dt_max: float = 0.1, discretization: str = "zoh"):
+                 dt_max: float = 0.1, discretization: str = "zoh", n_ssm: int | None = None):
         del num_heads, qkv_dim, dropout
         if state_size < 2 or state_size % 2:
             raise ValueError(f"s4d: state_size must be an even number >= 2, got {state_size}")
@@ -127,23 +137,30 @@ class S4D(nnx.Module):
         if discretization not in DISCRETIZATIONS:
             raise ValueError(f"s4d: discretization must be one of {', '.join(DISCRETIZATIONS)}, "
                              f"got {discretization!r}")
+        if n_ssm is not None and (isinstance(n_ssm, bool) or not isinstance(n_ssm, int)
+                                  or n_ssm < 1 or dim % n_ssm):
+            raise ValueError(f"s4d: n_ssm must be None or a positive divisor of dim={dim}, "
+                             f"got {n_ssm!r}")
         modes = state_size // 2
+        copies = dim if n_ssm is None else n_ssm
         self.dim = dim
         self.causal = causal
         self.discretization = discretization
-        self.log_A_real = ssm_param(jnp.full((dim, modes), math.log(0.5), jnp.float32))
+        self.log_A_real = ssm_param(jnp.full((copies, modes), math.log(0.5), jnp.float32))
         self.A_imag = ssm_param(jnp.broadcast_to(s4d_imag_init(init, state_size)[None],
-                                                 (dim, modes)))
+                                                 (copies, modes)))
         self.log_dt = ssm_param(jax.random.uniform(
-            rngs.params(), (dim,), jnp.float32, math.log(dt_min), math.log(dt_max)))
+            rngs.params(), (dim,), jnp.float32, math.log(dt_min), math.log(dt_max)), step_size=True)
         kernels = 1 if causal else 2
         # complex normal with unit variance: real and imaginary parts each N(0, 1/2)
         self.C = nnx.Param(jax.random.normal(rngs.params(), (kernels, dim, modes, 2)) * math.sqrt(0.5))
         self.D = nnx.Param(jax.random.normal(rngs.params(), (dim,)))
 
     def A(self) -> jax.Array:
-        """complex64[D, N/2]: the diagonal state matrix (real part kept negative by exp)."""
-        return -jnp.exp(self.log_A_real[...]) + 1j * self.A_imag[...]
+        """complex64[D, N/2]: the diagonal state matrix (real part kept negative by exp); with
+        ``n_ssm`` copies, channel h reads copy h mod n_ssm."""
+        a = -jnp.exp(self.log_A_real[...]) + 1j * self.A_imag[...]
+        return jnp.tile(a, (self.dim // a.shape[0], 1))
 
     def kernels(self, length: int) -> jax.Array:
         """float32[K, D, length] (K = 1 causal, 2 bidirectional: forward, then reverse)."""

@@ -128,6 +128,8 @@ class S5(nnx.Module):
     paper = "Smith et al., ICLR 2023"
     complexity = "O(L P d)"
     subquadratic = True
+    recurrent_state = "state_size if conj_sym else 2 * state_size"
+    """P/2 complex states with conjugate symmetry (P without) for all D channels together."""
     modern_row = "S5"
     modern_departure = ("half_glu2 runs as half_glu1; dt_global and S5's opt_config variants not "
                         "modelled; the encoder adds positions")
@@ -182,7 +184,7 @@ class S5(nnx.Module):
             self.C = nnx.Param(_stack(jnp.concatenate(parts, axis=1)))
         self.D = nnx.Param(jax.random.normal(rngs.params(), (dim,)))
         self.log_step = ssm_param(jax.random.uniform(
-            rngs.params(), (kept,), jnp.float32, math.log(dt_min), math.log(dt_max)))
+            rngs.params(), (kept,), jnp.float32, math.log(dt_min), math.log(dt_max)), step_size=True)
 
     def discrete(self) -> tuple[jax.Array, jax.Array]:
         """(Lbar complex64[P'], Bbar complex64[P', D]) of the current parameters."""

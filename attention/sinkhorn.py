@@ -196,6 +196,8 @@ class SinkhornAttention(nnx.Module):
     paper = "Tay et al., ICML 2020"
     complexity = "O(L b d + L^2 d / b)"
     subquadratic = True
+    recurrent_state = "4 * qkv_dim * min(L, block_size)"
+    """No causal form: keys and values of a query's own block and of its soft-sorted block."""
     length_options = ("block_size",)
     peer_options: ClassVar[dict] = {"block_size": 64}
     lra_departure = "each block attends to its own and its soft-sorted block (LRA summed all blocks)"

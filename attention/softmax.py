@@ -64,6 +64,8 @@ class SoftmaxAttention(nnx.Module):
     paper = "Vaswani et al., NeurIPS 2017"
     complexity = "O(L^2 d)"
     subquadratic = False
+    recurrent_state = "2 * L * qkv_dim"
+    """The KV cache: the keys and values of every position so far."""
     length_options = ("query_chunk", "block_size")
     peer_options: ClassVar[dict] = {}
     peer_kernel = "softmax"

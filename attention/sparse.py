@@ -166,6 +166,11 @@ class SparseAttention(nnx.Module):
     paper = "Child et al., arXiv 2019 (1904.10509)"
     complexity = "O(L (l + L c / l) d)"
     subquadratic = False  # with LRA's fixed l and c the summary set grows with L
+    recurrent_state = ("2 * qkv_dim * (L if pattern == 'strided' else min(L, global_tokens + block_size"
+                       " + num_summary * ((L - global_tokens - 1) // block_size)))")
+    """Fixed: keys and values of the global tokens, the current block so far and the summary columns of
+    every earlier block (exact when L - global_tokens is a multiple of block_size, at most
+    otherwise). Strided: every position so far (later queries read every residue class)."""
     length_options = ("block_size", "num_summary")
     peer_options: ClassVar[dict] = {}
     lra_departure = "non-causal fixed pattern (LRA: causal); c summary columns (LRA: c + 1)"

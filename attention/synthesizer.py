@@ -73,6 +73,9 @@ class SynthesizerAttention(nnx.Module):
     paper = "Tay et al., ICML 2021"
     complexity = "O(L^2 d)"
     subquadratic = False
+    recurrent_state = "L * qkv_dim * (2 if mix_dot_product else 1)"
+    """The values of every position so far, and their keys with ``mix_dot_product``; the synthetic
+    logits are parameters (random modes) or come from the query alone (dense)."""
     peer_options: ClassVar[dict] = {}
     parameter_note = "random mode learns an [H, L, L] logit matrix per layer"
 

@@ -109,7 +109,7 @@ MODERN: dict[str, dict] = {
         warmup_epochs=1, epochs=250, batch=50,
         train_examples=TRAIN_EXAMPLES),
     # S4@e757cef configs/experiment/lra/s4-cifar.yaml, model.layer.mode=diag
-    "s4d": _recipes.s4d(d=512, n=64, prenorm=False, dropout=0.1, dt_min=1e-3, lr=0.01,
+    "s4d": _recipes.s4d(d=512, n=64, n_ssm=1, prenorm=False, dropout=0.1, dt_min=1e-3, lr=0.01,
         weight_decay=0.05, batch=50, steps=180_000, warmup=18_000, epochs=200),
     # P-LRU App. D, Tables 8-9 (image row)
     "lru": _recipes.lru(d=512, n=384, steps=180_000, batch=50, lr_factor=0.25, weight_decay=0.05,
@@ -125,5 +125,6 @@ MODERN: dict[str, dict] = {
 # (task 'cifar'); the others published none: the S5 recipe above (configs/_recipes.py).
 MODERN["gla"] = _recipes.hgrn2(
     layers=6, d=512, expand_ratio=2, expand_ratio_glu=1, norm="batch", lr=0.003, weight_decay=0.0,
-    dropout=0.0, warmup=30000, batch=64, grad_clip=0.0, epochs=75, train_examples=TRAIN_EXAMPLES)
+    dropout=0.0, warmup=30000, batch=64, grad_clip=0.0, epochs=75, schedule_steps=50_000,
+    train_examples=TRAIN_EXAMPLES)
 MODERN.update({name: _recipes.no_lra_recipe(MODERN["s5"]) for name in _recipes.NO_LRA_RECIPE})

@@ -68,8 +68,9 @@ MODERN: dict[str, dict] = {
         warmup_epochs=1, epochs=40, batch=50,
         train_examples=TRAIN_EXAMPLES),
     # S4@e757cef configs/experiment/lra/s4-listops.yaml, model.layer.mode=diag
-    "s4d": _recipes.s4d(d=256, n=4, prenorm=False, dropout=0.0, dt_min=1e-3, lr=0.01,
-        weight_decay=0.05, batch=32, steps=120_000, warmup=12_000, epochs=40),
+    "s4d": _recipes.s4d(d=256, n=4, n_ssm=1, prenorm=False, dropout=0.0, dt_min=1e-3, lr=0.01,
+        weight_decay=0.05, batch=32, steps=120_000, warmup=12_000, epochs=40,
+        dt_group="no_decay"),  # s4-listops.yaml line 16: lr.dt null
     # P-LRU App. D, Tables 8-9 (listops row)
     "lru": _recipes.lru(d=128, n=256, steps=80_000, batch=32, lr_factor=0.5, weight_decay=0.05,
         dropout=0.0, r_min=0.0, r_max=0.99, max_phase=2 * math.pi,
@@ -84,5 +85,6 @@ MODERN: dict[str, dict] = {
 # (task 'listops'); the others published none: the S5 recipe above (configs/_recipes.py).
 MODERN["gla"] = _recipes.hgrn2(
     layers=5, d=64, expand_ratio=4, expand_ratio_glu=1, norm="batch", lr=0.0005, weight_decay=0.0,
-    dropout=0.0, warmup=5000, batch=128, grad_clip=0.0, epochs=50, train_examples=TRAIN_EXAMPLES)
+    dropout=0.0, warmup=5000, batch=128, grad_clip=0.0, epochs=50, schedule_steps=50_000,
+    train_examples=TRAIN_EXAMPLES)
 MODERN.update({name: _recipes.no_lra_recipe(MODERN["s5"]) for name in _recipes.NO_LRA_RECIPE})

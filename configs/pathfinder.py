@@ -140,5 +140,6 @@ MODERN: dict[str, dict] = {
 # (task 'pathfinder'); the others published none: the S5 recipe above (configs/_recipes.py).
 MODERN["gla"] = _recipes.hgrn2(
     layers=6, d=128, expand_ratio=2, expand_ratio_glu=1, norm="batch", lr=0.002, weight_decay=0.0,
-    dropout=0.0, warmup=50000, batch=128, grad_clip=0.0, epochs=100, train_examples=TRAIN_EXAMPLES)
+    dropout=0.0, warmup=50000, batch=128, grad_clip=0.0, epochs=100, schedule_steps=500_000,
+    train_examples=TRAIN_EXAMPLES)
 MODERN.update({name: _recipes.no_lra_recipe(MODERN["s5"]) for name in _recipes.NO_LRA_RECIPE})

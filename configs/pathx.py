@@ -93,12 +93,14 @@ MODERN: dict[str, dict] = {
     # MEGA@aeaa4b4 examples/mega/README.lra.md + fairseq/models/lra/model.py (pathx)
     "mega": _recipes.mega(layers=4, d=64, hidden=128, z=32, attn_fn="laplace", norm="batch",
         prenorm=True, lr=0.01, weight_decay=0.01, dropout=0.0, batch=16,
-        update_freq=8, steps=125_000, warmup=25_000, epochs=100),
+        update_freq=8, steps=125_000, warmup=25_000, epochs=100,
+        warmup_power=2),  # README.lra.md line 130: --warmup-power 2
 }
 
 # The 2023-25 mixers (issue 26). gla: HGRN2's LRA recipe, OpenNLPLab/HGRN2@b154c39 run_lra.py
 # (task 'pathfinderx'); the others published none: the S5 recipe above (configs/_recipes.py).
 MODERN["gla"] = _recipes.hgrn2(
     layers=6, d=32, expand_ratio=1, expand_ratio_glu=1, norm="batch", lr=0.00075, weight_decay=0.0,
-    dropout=0.0, warmup=150000, batch=256, grad_clip=1.0, epochs=200, train_examples=TRAIN_EXAMPLES)
+    dropout=0.0, warmup=150000, batch=256, grad_clip=1.0, epochs=200, schedule_steps=500_000,
+    train_examples=TRAIN_EXAMPLES)
 MODERN.update({name: _recipes.no_lra_recipe(MODERN["s5"]) for name in _recipes.NO_LRA_RECIPE})

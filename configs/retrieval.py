@@ -67,8 +67,10 @@ MODERN: dict[str, dict] = {
         weight_decay=0.05, warmup_epochs=1, epochs=20, batch=32,
         train_examples=TRAIN_EXAMPLES),
     # S4@e757cef configs/experiment/lra/s4-aan.yaml, model.layer.mode=diag
-    "s4d": _recipes.s4d(d=256, n=4, prenorm=True, dropout=0.0, dt_min=1e-3, lr=0.01,
-        weight_decay=0.05, batch=64, steps=50_000, warmup=5_000, epochs=20),
+    "s4d": _recipes.s4d(d=256, n=4, n_ssm=1, prenorm=True, dropout=0.0, dt_min=1e-3, lr=0.01,
+        weight_decay=0.05, batch=64, steps=45_960, warmup=5_000, epochs=20,
+        schedule_steps=50_000,  # the run stops at max_epochs 20 = 20 x 2298 steps (s4-aan.yaml 36-40)
+        dt_group="no_decay"),  # s4-aan.yaml line 19: lr.dt null
     # P-LRU App. D, Tables 8-9 (retrieval row)
     "lru": _recipes.lru(d=128, n=256, steps=100_000, batch=64, lr_factor=0.5, weight_decay=0.05,
         dropout=0.1, r_min=0.5, r_max=0.9, max_phase=2 * math.pi,
@@ -83,5 +85,6 @@ MODERN: dict[str, dict] = {
 # (task 'aan'); the others published none: the S5 recipe above (configs/_recipes.py).
 MODERN["gla"] = _recipes.hgrn2(
     layers=2, d=256, expand_ratio=2, expand_ratio_glu=2, norm="batch", lr=0.005, weight_decay=0.0,
-    dropout=0.0, warmup=312, batch=128, grad_clip=1.0, epochs=20, train_examples=TRAIN_EXAMPLES)
+    dropout=0.0, warmup=312, batch=128, grad_clip=1.0, epochs=20, schedule_steps=50_000,
+    train_examples=TRAIN_EXAMPLES)
 MODERN.update({name: _recipes.no_lra_recipe(MODERN["s5"]) for name in _recipes.NO_LRA_RECIPE})

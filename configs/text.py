@@ -71,8 +71,9 @@ MODERN: dict[str, dict] = {
         warmup_epochs=0, epochs=35, batch=50,
         train_examples=TRAIN_EXAMPLES),
     # S4@e757cef configs/experiment/lra/s4-imdb.yaml, model.layer.mode=diag
-    "s4d": _recipes.s4d(d=256, n=4, prenorm=True, dropout=0.0, dt_min=1e-3, lr=0.01,
-        weight_decay=0.05, batch=16, steps=50_000, warmup=5_000, epochs=32),
+    "s4d": _recipes.s4d(d=256, n=4, n_ssm=1, prenorm=True, dropout=0.0, dt_min=1e-3, lr=0.01,
+        weight_decay=0.05, batch=16, steps=50_000, warmup=5_000, epochs=32,
+        dt_group="no_decay"),  # s4-imdb.yaml line 19: lr.dt null
     # P-LRU App. D, Tables 8-9 (text row)
     "lru": _recipes.lru(d=256, n=192, steps=50_000, batch=32, lr_factor=0.1, weight_decay=0.05,
         dropout=0.1, r_min=0.5, r_max=0.9, max_phase=2 * math.pi,
@@ -87,5 +88,6 @@ MODERN: dict[str, dict] = {
 # (task 'imdb'); the others published none: the S5 recipe above (configs/_recipes.py).
 MODERN["gla"] = _recipes.hgrn2(
     layers=4, d=128, expand_ratio=8, expand_ratio_glu=1, norm="layer", lr=0.005, weight_decay=0.0,
-    dropout=0.1, warmup=10000, batch=64, grad_clip=0.0, epochs=40, train_examples=TRAIN_EXAMPLES)
+    dropout=0.1, warmup=10000, batch=64, grad_clip=0.0, epochs=40, schedule_steps=50_000,
+    train_examples=TRAIN_EXAMPLES)
 MODERN.update({name: _recipes.no_lra_recipe(MODERN["s5"]) for name in _recipes.NO_LRA_RECIPE})

@@ -46,6 +46,7 @@ import attention
 import tasks
 
 PRESETS = ("tiny", "small", "paper")
+SCHEDULES = ("rsqrt", "cosine", "constant", "cosine_to_min", "cosine_s5", "linear_decay")
 PROTOCOLS = ("lra", "modern")
 
 # What a preset may change under --protocol modern: the scale of a run, never its recipe.
@@ -94,15 +95,34 @@ class ModelConfig:
     bn_momentum: float = option(0.9, low=0, high=1, high_open=True)  # running statistics of norm="batch"
     # "embed" (token ids) | "linear" (normalised pixel values)
     input_encoder: str = option("embed", choices=("embed", "linear"))
+    # The recipe around the mixer (docs/families-and-protocols.md "Encoder options (the modern recipes)"):
+    # "elementwise": every dropout draws one mask entry per element (LRA); "tied": one draw per
+    # (example, channel), the same at every position (S5, S4, minimal-LRU)
+    dropout_form: str = option("elementwise", choices=("elementwise", "tied"))
+    input_dropout: bool = option(True)  # drop the input embedding at model.dropout (LRA; S4, S5: no)
+    final_norm: bool = option(True)  # the norm after the last block, pre-norm only (S5, LRU: none)
+    mlp_activation: str = option("gelu", choices=("gelu", "silu"))  # channel_mixer="mlp" (Mega: silu)
+    # "lecun": lecun-normal kernels, zero biases (flax's default) | "lra": LRA's MlpBlock,
+    # xavier-uniform kernels and N(0, 1e-6) biases
+    mlp_init: str = option("lecun", choices=("lecun", "lra"))
+    # the task's head (tasks/_heads.py): "lra" (LRA's MLP heads) | "linear" (the state-space codes'
+    # decoders) | "mlp" (one hidden layer of mlp_dim, Mega's classifier)
+    head: str = option("lra", choices=("lra", "linear", "mlp"))
+    head_activation: str = option("relu", choices=("relu", "gelu"))
 
 
 @dataclass(frozen=True)
 class TrainConfig:
     batch_size: int = option(32, low=1)  # global batch, split over all devices
     lr: float = option(0.05, low=0, low_open=True)
-    # "rsqrt" (warmup + rsqrt decay) | "cosine" (warmup + cosine) | "constant"
-    schedule: str = option("rsqrt", choices=("rsqrt", "cosine", "constant"))
+    # "rsqrt" (warmup + rsqrt decay) | "cosine" (warmup + LRA's cosine cycle) | "constant" |
+    # "cosine_to_min" | "cosine_s5" | "linear_decay" (the modern recipes' schedules; lra/optim.py)
+    schedule: str = option("rsqrt", choices=SCHEDULES)
     warmup_steps: int = option(1000, low=0)
+    warmup_power: int = option(1, low=1)  # warm-up (t / warmup) ** power; Mega's Path-X: 2
+    # where cosine_to_min and linear_decay reach lr_min, in units of num_steps (1: at the last step)
+    schedule_horizon: float = option(1.0, low=0, low_open=True)
+    lr_min: float = option(0.0, low=0)  # the floor of cosine_to_min, cosine_s5 and linear_decay
     weight_decay: float = option(0.1, low=0)
     b1: float = option(0.9, low=0, high=1, high_open=True)
     b2: float = option(0.98, low=0, high=1, high_open=True)
@@ -110,6 +130,10 @@ class TrainConfig:
     grad_clip: float = option(0.0, low=0)  # global-norm clip; 0 = off
     # > 0: state-space parameters get Adam at this lr, no weight decay (lra/optim.py)
     ssm_lr: float = option(0.0, low=0)
+    # the state-space step sizes (log dt): "ssm" (with the ssm group) | "no_decay" (train.lr, no decay)
+    dt_group: str = option("ssm", choices=("ssm", "no_decay"))
+    # "none" | "bias_norm": no weight decay on the blocks' biases and norm parameters (lra/optim.py)
+    decay_exclude: str = option("none", choices=("none", "bias_norm"))
     grad_accum: int = option(1, low=1)  # micro-batches per step; the global batch (and the result) stays
     num_steps: int = option(5000, low=1)
     eval_every: int = option(50, low=1)

@@ -8,6 +8,7 @@ looks for it.
                         [--workers K]
     python -m lra.data prepare --task listops [--data-dir DIR] [--set KEY=VALUE ...]
     python -m lra.data fetch-release [--out DIR] [--url URL] [--sha256 HEX]   # the official archive
+    python -m lra.data refingerprint [--results-dir DIR] [--data-dir DIR] [--dry-run]
 
 The data directory is ``--data-dir``, else ``$LRA_DATA_DIR``, else ``~/.cache/lra``
 (``default_data_dir()``). Exit status: 0 done; 1 a path that cannot be written (disk full,
@@ -135,6 +136,53 @@ def _prepare(args: argparse.Namespace) -> None:
     task.prepare()
 
 
+# ----------------------------------------------------------------------------------------------
+# refingerprint: result files whose fingerprint hashed a reader's cache (before 2026-12-06)
+
+
+def _refingerprint(args: argparse.Namespace) -> None:
+    """Give every run file of ``--results-dir`` whose data fingerprint was recorded before
+    2026-12-06 (Pathfinder's ``decoded/`` cache hashed with the images) today's fingerprint of the
+    same files, where the data directory still holds them and that cache; a run on other data is
+    left as it is, named. Resumes, evaluations and the sweep recognise the old fingerprints without
+    this; the leaderboard, which reads no data, needs it to count old and new seeds in one row."""
+    import json
+
+    from lra import data_fingerprint, results
+    from lra.leaderboard import reader
+
+    data_dir = args.data_dir if args.data_dir is not None else default_data_dir()
+    workdir_lib.not_a_file(data_dir, "--data-dir")
+    workdir_lib.not_a_file(args.results_dir, "--results-dir")
+    result_set = reader.read(args.results_dir)
+    result_set.warn(sys.stderr)
+    counts = {"current": 0, "older": 0, "other": 0}
+    for record in result_set.valid:
+        saved = (record.get("data") or {}).get("fingerprint")
+        if not isinstance(saved, dict):
+            continue  # format 1: no fingerprint
+        try:
+            task = tasks.build(record["task"], data_dir, **(record["config"].get("data") or {}))
+            verdict, now = data_fingerprint.refreshed(saved, task.provenance(), data_dir)
+        except (tasks.UnknownTaskError, TypeError, ValueError, tasks.DataError) as err:
+            print(f"left as is: {record['_file']}: its data cannot be told here "
+                  f"({' '.join(str(err).split())})", file=sys.stderr)
+            counts["other"] += 1
+            continue
+        counts[verdict] += 1
+        if verdict == "other":
+            print(f"left as is: {record['_file']} was made on other data than the data in "
+                  f"{data_dir}", file=sys.stderr)
+        elif verdict == "older" and not args.dry_run:
+            path = Path(args.results_dir) / "runs" / record["_file"]
+            raw = json.loads(path.read_text())
+            raw["data"]["fingerprint"] = now
+            results.write_json_atomic(path, raw)
+    done = "would be updated" if args.dry_run else "updated"
+    print(f"refingerprint: {counts['older']} {done}, {counts['current']} already current, "
+          f"{counts['other']} left as is")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m lra.data",
@@ -163,6 +211,20 @@ def build_parser() -> argparse.ArgumentParser:
                                                       "LRA release archive (about 8.2 GB)")
     release.add_arguments(fetch)
     fetch.set_defaults(run=release.run)
+
+    from lra.results import RESULTS_DIR_HELP, default_results_dir
+
+    refingerprint = commands.add_parser(
+        "refingerprint", help="give run files whose data fingerprint hashed a reader's cache "
+                              "(recorded before 2026-12-06) today's fingerprint of the same data")
+    refingerprint.add_argument("--results-dir", type=Path, default=default_results_dir(),
+                               help=RESULTS_DIR_HELP)
+    refingerprint.add_argument("--data-dir", type=Path, default=None,
+                               help="the data directory the runs read (default: $LRA_DATA_DIR, "
+                                    "else ~/.cache/lra)")
+    refingerprint.add_argument("--dry-run", action="store_true",
+                               help="say what would change, write nothing")
+    refingerprint.set_defaults(run=_refingerprint)
     return parser
 
 

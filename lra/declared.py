@@ -19,7 +19,7 @@ import importlib.util
 from pathlib import Path
 from typing import Any
 
-__all__ = ["attribute", "declared"]
+__all__ = ["attribute", "declared", "init_options"]
 
 
 def _package_dir(package: str) -> Path | None:
@@ -64,27 +64,70 @@ def _literal_attributes(node: ast.ClassDef) -> dict[str, Any]:
     return out
 
 
-def _read_file(path: Path) -> dict[str, dict[str, Any]]:
-    """{registered name: its literal class attributes, those of base classes of the same file
-    included} of one file."""
+def _literal_defaults(node: ast.ClassDef) -> dict[str, Any] | None:
+    """{keyword: literal default} of the class's own ``__init__``; None when it defines none."""
+    for stmt in node.body:
+        if isinstance(stmt, ast.FunctionDef) and stmt.name == "__init__":
+            args = stmt.args
+            pairs = list(zip(args.args[len(args.args) - len(args.defaults):], args.defaults))
+            pairs += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None]
+            out = {}
+            for arg, default in pairs:
+                try:
+                    out[arg.arg] = ast.literal_eval(default)
+                except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+                    continue  # not a literal (a module constant, an expression)
+            return out
+    return None
+
+
+def _classes(path: Path) -> dict[str, ast.ClassDef]:
+    """The top-level classes of one file by name; ``{}`` for a file that does not parse (the
+    registry's import reports a broken file; here it simply declares nothing)."""
     try:
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     except (OSError, SyntaxError, UnicodeDecodeError):
-        return {}  # the registry's import reports a broken file; here it simply declares nothing
-    classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
+        return {}
+    return {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
 
-    def attributes(node: ast.ClassDef, seen: frozenset[str]) -> dict[str, Any]:
-        inherited: dict[str, Any] = {}
-        for base in reversed(node.bases):
+
+def _inherited(node: ast.ClassDef, classes: dict[str, ast.ClassDef], read, seen: frozenset[str]):
+    """``read(node)`` merged over the same-file bases it inherits from (the class's own wins)."""
+    inherited: dict[str, Any] = {}
+    for base in reversed(node.bases):
+        if isinstance(base, ast.Name) and base.id in classes and base.id not in seen:
+            inherited.update(_inherited(classes[base.id], classes, read, seen | {base.id}))
+    return inherited | (read(node) or {})
+
+
+def _init_defaults(path: Path) -> dict[str, dict[str, Any]]:
+    """{registered name: literal defaults of its ``__init__``} of one file (the nearest same-file
+    class that defines ``__init__``)."""
+    classes = _classes(path)
+
+    def own(node: ast.ClassDef, seen: frozenset[str]) -> dict[str, Any]:
+        found = _literal_defaults(node)
+        if found is not None:
+            return found
+        for base in node.bases:
             if isinstance(base, ast.Name) and base.id in classes and base.id not in seen:
-                inherited.update(attributes(classes[base.id], seen | {base.id}))
-        return inherited | _literal_attributes(node)
+                return own(classes[base.id], seen | {base.id})
+        return {}
+
+    return {name: own(node, frozenset({node.name})) for node in classes.values()
+            if (name := _registered_name(node)) is not None}
+
+
+def _read_file(path: Path) -> dict[str, dict[str, Any]]:
+    """{registered name: its literal class attributes, those of base classes of the same file
+    included} of one file."""
+    classes = _classes(path)
 
     out = {}
     for node in classes.values():
         name = _registered_name(node)
         if name is not None:
-            out[name] = attributes(node, frozenset({node.name}))
+            out[name] = _inherited(node, classes, _literal_attributes, frozenset({node.name}))
     return out
 
 
@@ -101,6 +144,25 @@ def declared(package: str) -> dict[str, dict[str, Any]]:
         if not path.name.startswith("_"):
             out.update(_read_file(path))
     return out
+
+
+@functools.cache
+def _all_init_defaults(package: str) -> dict[str, dict[str, Any]]:
+    folder = _package_dir(package)
+    if folder is None:
+        return {}
+    out: dict[str, dict[str, Any]] = {}
+    for path in sorted(folder.glob("*.py")):
+        if not path.name.startswith("_"):
+            out.update(_init_defaults(path))
+    return out
+
+
+def init_options(package: str, name: str) -> dict[str, Any]:
+    """{keyword: default} of the ``__init__`` of ``name``'s registered class, for the defaults that
+    are literals (a module constant or an expression is left out: only an import can tell its
+    value); the common arguments included. ``{}`` for an unknown id or an out-of-tree family."""
+    return dict(_all_init_defaults(package).get(name, {}))
 
 
 def attribute(package: str, name: str, attr: str, default: Any = None) -> Any:

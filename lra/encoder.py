@@ -5,12 +5,17 @@
          the normalised pixel value  (+ a CLS token in front when pooling == "cls")
       -> + positional encoding (sinusoidal, or learned N(0, 0.02))
       -> N blocks around the attention family (the sequence mixer):
-           channel_mixer "mlp" (LRA):  x + Attn(N(x), mask);  x + MLP(N(x))   (MLP: Dense -> GELU -> Dense)
+           channel_mixer "mlp" (LRA):  x + Attn(N(x), mask);  x + MLP(N(x))   (MLP: Dense -> GELU or
+                                       SiLU -> Dense)
            channel_mixer "glu" (S5):   x + GLU(Attn(N(x), mask)),  GLU(y) = g * sigmoid(W g), g = GELU(y)
          pre-norm as written; post-norm (``prenorm=False``): x = N(x + f(x)) instead
-      -> a final norm (pre-norm only)
+      -> a final norm (pre-norm only; ``final_norm=False``: none, as S5 and minimal-LRU)
       -> pooling: the CLS position, or the mean over real tokens
       -> float[B, D]
+
+Dropout (``model.dropout``) follows the input embedding (unless ``input_dropout=False``), the
+mixer's GELU in the GLU, the MLP's activation, and each residual branch; ``dropout_form="tied"``
+draws its mask once per (example, channel) for every position (``dropout`` below).
 
 The norm N is LayerNorm per token, or (``norm="batch"``, the modern recipes) BatchNorm whose
 statistics are taken over the REAL tokens of the batch only: padding never enters them (nor the
@@ -103,6 +108,25 @@ def make_norm(m: ModelConfig, dim: int, *, rngs: nnx.Rngs) -> nnx.Module:
     return LayerNorm(dim, rngs=rngs)
 
 
+def dropout(m: ModelConfig, rate: float, *, rngs: nnx.Rngs) -> nnx.Dropout:
+    """A dropout of ``rate`` in the form ``m.dropout_form`` names, for float[B, L, C] activations.
+
+    "elementwise" draws each of the B x L x C mask entries (LRA). "tied" draws one entry per
+    (example, channel) and broadcasts it over the L positions, so a dropped channel is dropped for
+    the whole sequence: S5 (``nn.Dropout(broadcast_dims=[0])`` on one example's [L, H]), S4
+    (``tie_dropout: true``, ``DropoutNd``) and minimal-LRU (``broadcast_dims=[0]``)."""
+    tied = m.dropout_form == "tied"
+    return nnx.Dropout(rate, broadcast_dims=(1,) if tied else (), rngs=rngs)
+
+
+_MLP_INITS = {  # model.mlp_init -> (kernel, bias) initialisers
+    "lecun": (nnx.initializers.lecun_normal(), nnx.initializers.zeros_init()),
+    # LRA common_layers.py MlpBlock (google-research/long-range-arena@cd31e5c, lines 151-152)
+    "lra": (nnx.initializers.xavier_uniform(), nnx.initializers.normal(1e-6)),
+}
+_ACTIVATIONS = {"gelu": jax.nn.gelu, "silu": jax.nn.silu, "relu": jax.nn.relu}
+
+
 def rowwise(linear: nnx.Linear, x: jax.Array) -> jax.Array:
     """``linear`` on x: float[..., d_in] as one 2-D product over the flattened leading dimensions.
 
@@ -117,9 +141,9 @@ def rowwise(linear: nnx.Linear, x: jax.Array) -> jax.Array:
 class HalfGLU(nnx.Module):
     """S5's channel mixer after the SSM: g = dropout(GELU(y)); g * sigmoid(W g). float[..., D]."""
 
-    def __init__(self, dim: int, dropout: float, *, dtype, rngs: nnx.Rngs):
-        self.gate = nnx.Linear(dim, dim, dtype=dtype, rngs=rngs)
-        self.dropout = nnx.Dropout(dropout, rngs=rngs)
+    def __init__(self, m: ModelConfig, *, dtype, rngs: nnx.Rngs):
+        self.gate = nnx.Linear(m.emb_dim, m.emb_dim, dtype=dtype, rngs=rngs)
+        self.dropout = dropout(m, m.dropout, rngs=rngs)
 
     def __call__(self, y: jax.Array, *, deterministic: bool) -> jax.Array:
         g = self.dropout(jax.nn.gelu(y), deterministic=deterministic)
@@ -127,13 +151,18 @@ class HalfGLU(nnx.Module):
 
 
 class MLP(nnx.Module):
-    def __init__(self, dim: int, hidden: int, dropout: float, *, dtype, rngs: nnx.Rngs):
-        self.up = nnx.Linear(dim, hidden, dtype=dtype, rngs=rngs)
-        self.down = nnx.Linear(hidden, dim, dtype=dtype, rngs=rngs)
-        self.dropout = nnx.Dropout(dropout, rngs=rngs)
+    """Dense(hidden) -> activation (``m.mlp_activation``) -> dropout -> Dense(dim). float[..., D]."""
+
+    def __init__(self, m: ModelConfig, *, dtype, rngs: nnx.Rngs):
+        kernel_init, bias_init = _MLP_INITS[m.mlp_init]
+        dense = dict(kernel_init=kernel_init, bias_init=bias_init, dtype=dtype, rngs=rngs)
+        self.up = nnx.Linear(m.emb_dim, m.mlp_dim, **dense)
+        self.down = nnx.Linear(m.mlp_dim, m.emb_dim, **dense)
+        self.activation = _ACTIVATIONS[m.mlp_activation]
+        self.dropout = dropout(m, m.dropout, rngs=rngs)
 
     def __call__(self, x: jax.Array, *, deterministic: bool) -> jax.Array:
-        h = self.dropout(jax.nn.gelu(rowwise(self.up, x)), deterministic=deterministic)
+        h = self.dropout(self.activation(rowwise(self.up, x)), deterministic=deterministic)
         return rowwise(self.down, h)
 
 
@@ -147,12 +176,12 @@ class Block(nnx.Module):
         self.attn = attn
         if m.channel_mixer == "mlp":
             self.norm2 = make_norm(m, dim, rngs=rngs)
-            self.mlp = MLP(dim, m.mlp_dim, m.dropout, dtype=dtype, rngs=rngs)
+            self.mlp = MLP(m, dtype=dtype, rngs=rngs)
             self.glu = None
         else:
             self.norm2 = self.mlp = None
-            self.glu = HalfGLU(dim, m.dropout, dtype=dtype, rngs=rngs)
-        self.dropout = nnx.Dropout(m.dropout, rngs=rngs)
+            self.glu = HalfGLU(m, dtype=dtype, rngs=rngs)
+        self.dropout = dropout(m, m.dropout, rngs=rngs)
 
     def _residual(self, x, norm, f, mask, deterministic):
         """x + f(N(x)) (pre-norm) or N(x + f(x)) (post-norm)."""
@@ -204,7 +233,8 @@ class Encoder(nnx.Module):
                                                                      (seq_len, m.emb_dim)))
         else:
             self.positions = nnx.Variable(sinusoidal_positions(seq_len, m.emb_dim))  # not trained
-        self.dropout = nnx.Dropout(m.dropout, rngs=rngs)
+        # The input's dropout (kept at rate 0 when off, so that the model's state has one layout)
+        self.dropout = dropout(m, m.dropout if m.input_dropout else 0.0, rngs=rngs)
         self.blocks = nnx.List([
             Block(attention.build(attention_name, dim=m.emb_dim, num_heads=m.num_heads,
                                   qkv_dim=m.qkv_dim, causal=causal, max_len=seq_len,
@@ -213,7 +243,8 @@ class Encoder(nnx.Module):
                   m, rngs=rngs)
             for _ in range(m.num_layers)
         ])
-        self.final_norm = make_norm(m, m.emb_dim, rngs=rngs) if m.prenorm else None
+        self.final_norm = (make_norm(m, m.emb_dim, rngs=rngs) if m.prenorm and m.final_norm
+                           else None)
 
     def embed_inputs(self, tokens: jax.Array) -> jax.Array:
         """tokens int32[B, L] -> float32[B, L, D]: embedding, or the normalised pixel value projected."""
@@ -283,4 +314,5 @@ def build_model(config, task, *, rngs: nnx.Rngs, max_len: int | None = None) -> 
                       max_len=task.max_len if max_len is None else max_len,
                       attention_name=config.attention, attn_options=config.attn,
                       pixel_stats=task.pixel_stats, pixel_offset=task.pixel_offset, rngs=rngs)
-    return Classifier(encoder, task.head(m.emb_dim, m.mlp_dim, rngs=rngs), task.inputs)
+    head = task.head(m.emb_dim, m.mlp_dim, rngs=rngs, form=m.head, activation=m.head_activation)
+    return Classifier(encoder, head, task.inputs)

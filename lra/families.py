@@ -2,6 +2,9 @@
 
     python -m lra.families                  # print the markdown table
     python -m lra.families --update-readme  # rewrite the block between the README markers
+
+The "state per layer" column is each family's declared ``recurrent_state`` formula: the numbers one
+layer holds for one sequence at length L when it runs one token at a time (lra/state_size.py).
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import sys
 from pathlib import Path
 
 import attention
+from lra import state_size
 
 BEGIN, END = "<!-- families:begin -->", "<!-- families:end -->"
 
@@ -19,17 +23,18 @@ BEGIN, END = "<!-- families:begin -->", "<!-- families:end -->"
 def table() -> str:
     """This tree's families (modules of ``attention/``); an installed out-of-tree family is not
     README's to list, so installing one cannot make README stale."""
-    rows = ["| name | shown as | kind | paper | complexity | causal | options |",
-            "|---|---|---|---|---|---|---|"]
+    rows = ["| name | shown as | kind | paper | complexity | causal | state per layer | options |",
+            "|---|---|---|---|---|---|---|---|"]
     for name in attention.available():
         cls = attention.family(name)
         if not cls.__module__.startswith(f"{attention.__name__}."):
             continue
         causal = "yes" if "causal" in inspect.signature(cls.__init__).parameters else "no"
         opts = ", ".join(f"`{k}={v!r}`" for k, v in attention.options(name).items()) or "—"
+        state = getattr(cls, state_size.ATTRIBUTE, None)
         rows.append(f"| `{name}` | {getattr(cls, 'display_name', name)} | {getattr(cls, 'kind', '?')} "
                     f"| {getattr(cls, 'paper', '?')} | {getattr(cls, 'complexity', '?')} "
-                    f"| {causal} | {opts} |")
+                    f"| {causal} | {f'`{state}`' if state else '?'} | {opts} |")
     return "\n".join(rows)
 
 

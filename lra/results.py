@@ -30,6 +30,11 @@ from lra import atomic
 
 FORMAT_VERSION = 2
 
+# The protocol's headline test accuracy, a field of ``metrics`` (docs/families-and-protocols.md "Two
+# protocols"): LRA's Table 1 reports the last step, the modern recipes the best-validation step. A
+# fact of the format, read by the core (``lra.selection``) and the reporting (``lra.leaderboard``).
+HEADLINE = {"lra": "test_accuracy_at_last", "modern": "test_accuracy_at_best_val"}
+
 PACKAGES = ("jax", "jaxlib", "flax", "optax", "orbax-checkpoint", "grain", "numpy", "lra")
 
 

@@ -74,6 +74,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--print-config", action="store_true",
                    help="print the resolved config, every family and task option with its value "
                         "(defaults included), and exit")
+    p.add_argument("--sources", action="store_true",
+                   help="with --print-config and --protocol modern: instead of the JSON, each "
+                        "value the recipe sets beside where it comes from (file and line, paper "
+                        "and table, or the stated departure); see "
+                        "docs/families-and-protocols.md 'Where each recipe value comes from'")
     p.add_argument("--wandb", default=None, metavar="PROJECT",
                    help="also log to Weights & Biases project PROJECT (needs `pip install wandb`; "
                         "WANDB_MODE=offline works without a network); see "
@@ -197,10 +202,18 @@ def _prepare(args: argparse.Namespace):
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    if args.sources and not (args.print_config and cfg.protocol == "modern"):
+        print("error: --sources goes with --print-config --protocol modern (the sources of the "
+              "modern recipes; the lra protocol's are named in configs/<task>.py)", file=sys.stderr)
+        return 2
     if args.print_config:
         import json
 
-        print(json.dumps(full_config(cfg), indent=2, sort_keys=True))
+        from lra import recipe_sources
+
+        text = ("\n".join(recipe_sources.annotated(cfg, args.overrides)) if args.sources
+                else json.dumps(full_config(cfg), indent=2, sort_keys=True))
+        print(text)
         return 0
     sharding.initialize_distributed(args.coordinator, args.num_processes, args.process_id)
     try:

@@ -14,7 +14,10 @@ The choice is kept: ``write`` puts one file per (task, family, preset, protocol)
 ``<results-dir>/selections/`` (the grid's keys, the chosen values and the result files behind every
 grid point), and ``lra.leaderboard`` shows the chosen points as their own table ("tuned on
 validation"), never mixed with the preset's cells. A later selection of the same (task, family,
-preset, protocol) replaces the file.
+preset, protocol) replaces the file. ``lra.sweep`` hands ``select`` only whole grids (every grid
+point and seed of a (task, family) done): a shard's slice or a grid with a cell missing is never
+chosen over. The tuned table trusts a kept file only as far as the runs it names agree with it
+(``lra.leaderboard.tuned``).
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from typing import Any
 
 from lra import atomic
 from lra import config as config_lib
-from lra.leaderboard.reader import HEADLINE
+from lra.results import HEADLINE
 
 VALIDATION_IS_TEST = ("text",)
 

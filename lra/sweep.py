@@ -35,7 +35,12 @@ Hyperparameter axes: ``--grid train.lr=1e-3,3e-3 --grid train.warmup_steps=100,1
 cell once per combination (passed as ``--set``; each point has its own work directory, suffixed
 ``__train.lr=0.001,...``, and result file); at the end ``lra.selection`` chooses per task and family
 the values with the best mean validation accuracy over seeds and reports their test accuracy only.
-``--select`` prints that choice from the results already there, running nothing.
+``--select`` prints that choice from the results already there, running nothing. A choice is made
+over the whole grid, never a slice of it: a (task, family) is chosen (and kept under
+``selections/``) only when every one of its grid points and seeds has a result; a shard, once its
+own cells are done, looks at the whole grid, so the shard that finishes the grid last keeps the
+choice (every shard that sees it whole makes the same one) and the others name the ``--select``
+command to run. ``--select --shard`` is refused.
 
 Sharding: the grid is sorted by (task, family, grid point, seed) and shard I of N takes every N-th
 cell from the I-th, so the N shards are disjoint, cover the grid, do not depend on the order the
@@ -603,8 +608,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--wandb-tags", default=None, metavar="TAG,TAG",
                    help="passed on to every run (lra.run --wandb-tags)")
     p.add_argument("--select", action="store_true",
-                   help="with --grid: run nothing, print the selection from the result files "
-                        "already under --results-dir (e.g. after the shards of a grid finished)")
+                   help="with --grid: run nothing, print and keep the selection from the result "
+                        "files already under --results-dir (e.g. after the shards of a grid "
+                        "finished); over the whole grid, so never with --shard")
     p.add_argument("--results-dir", type=Path, default=default_results_dir(),
                    help="result files go under its runs/; finished cells are found there; "
                         + RESULTS_DIR_HELP)
@@ -684,8 +690,9 @@ def _stopped_while_starting(starting: stop_signals.StopSignals) -> int:
             else stop_signals.EXIT_RESUMABLE)
 
 
-def _cells(args: argparse.Namespace) -> list[Cell]:
-    """The cells the command line names (its shard's, with ``--shard``); SweepError for a bad one."""
+def _cells(args: argparse.Namespace) -> tuple[list[Cell], list[Cell]]:
+    """The cells of the whole grid the command line names, and of its shard (all of them without
+    ``--shard``); SweepError for a bad one."""
     from lra import config as config_lib
 
     if any(key == "seed" for key, _ in config_lib.parse_overrides(args.overrides)):
@@ -698,11 +705,14 @@ def _cells(args: argparse.Namespace) -> list[Cell]:
     grid = parse_grid(args.grid, args.overrides)
     if args.select and not grid:
         raise SweepError("--select chooses among --grid values: give the grid's --grid flags")
+    if args.select and args.shard is not None:
+        raise SweepError("--select chooses over the whole grid, never a shard of it: drop --shard "
+                         "(run it once, after every shard finished)")
     cells = expand(args.task, args.attn, parse_seeds(args.seeds, limit), grid)
     if limit is not None and len(cells) > limit:
         raise SweepError(f"the grid has {len(cells)} cells, more than {limit}; pass "
                          f"--allow-large-grid if that is meant")
-    return shard(cells, *parse_shard(args.shard)) if args.shard is not None else cells
+    return cells, shard(cells, *parse_shard(args.shard)) if args.shard is not None else cells
 
 
 def _print_dry_run(plans: list[Plan]) -> None:
@@ -721,7 +731,7 @@ def _main(p: argparse.ArgumentParser, argv: list[str] | None,
     args = p.parse_args(argv)
     try:
         check_paths(args)
-        cells = _cells(args)
+        grid_cells, cells = _cells(args)
         if not cells:  # an array of more tasks than cells: this shard has nothing to do
             print(f"lra.sweep: shard {args.shard} holds no cell of this grid; nothing to do",
                   file=sys.stderr)
@@ -745,15 +755,16 @@ def _main(p: argparse.ArgumentParser, argv: list[str] | None,
         _print_dry_run(plans)
         return 0
     if args.select:
-        return print_selection(plans, args, sys.stdout)
+        return 1 if print_selection(plans, args, sys.stdout) else 0
     if args.executor != "subprocess":  # submitit: the planned cells go to lra.cluster
         return cluster.submit(plans, args)
-    return _run_here(plans, args)
+    return _run_here(plans, args, grid_cells)
 
 
-def _run_here(plans: list[Plan], args: argparse.Namespace) -> int:
+def _run_here(plans: list[Plan], args: argparse.Namespace, grid_cells: list[Cell]) -> int:
     """Run the plans one after the other in this machine, then the leaderboard and the grid's
-    selection; the command's exit status."""
+    selection (over ``grid_cells``, the whole grid: a shard's cells are a slice of it); the
+    command's exit status."""
     stream = sys.stderr
     print(f"lra.sweep: {len(plans)} cells; logs in each work directory's sweep.log", file=stream)
     tally, failures, stopped = sweep(plans, stream, args.results_dir)
@@ -772,44 +783,86 @@ def _run_here(plans: list[Plan], args: argparse.Namespace) -> int:
 
         if leaderboard.main(["--results-dir", str(args.results_dir)]) != 0:
             return 1
-    # Decided again now that the cells ran: the selection counts what a dry run would now skip.
-    if args.grid and print_selection(plan([p.cell for p in plans], args, quiet=True), args,
-                                     stream) != 0:
+    if not args.grid:
+        return 1 if failures else 0
+    # Decided again now that the cells ran, over the whole grid (the other shards' cells too): the
+    # selection counts what a dry run would now skip.
+    code = print_selection(plan(grid_cells, args, quiet=True), args, stream)
+    if code == SELECTION_UNWRITABLE:
         return 1
-    return 1 if failures else 0
+    if code and args.shard is not None and not failures:
+        print(f"shard {args.shard}: its cells are done; the grid's choice waits for the cells "
+              f"above (other shards'): the shard that finishes the grid last keeps it, or run "
+              f"once every shard finished:\n  {select_command(args)}", file=stream)
+        return 0
+    return 1 if failures or code else 0
+
+
+SELECTION_UNWRITABLE = 3  # print_selection's status: the choice could not be kept
+
+
+def select_command(args: argparse.Namespace) -> str:
+    """The command that makes the grid's choice from the results there (no --shard)."""
+    argv = ["python", "-m", "lra.sweep", "--task", args.task, "--attn", args.attn, "--seeds",
+            args.seeds, "--preset", args.preset, "--protocol", args.protocol]
+    argv += [x for pair in args.overrides for x in ("--set", pair)]
+    argv += [x for axis in args.grid for x in ("--grid", axis)]
+    if args.data_dir is not None:
+        argv += ["--data-dir", str(args.data_dir)]
+    return shlex.join([*argv, "--results-dir", str(args.results_dir), "--select"])
 
 
 def print_selection(plans: list[Plan], args: argparse.Namespace, stream: TextIO) -> int:
-    """Print ``lra.selection``'s choice over the grid's cells that are done, exactly as the dry run
-    decides it (``plan``): a cell counts with the result file its ``skip`` names (valid, of its
-    config, made on the data present now); a cell whose result was made on other data is a
-    conflict and chooses nothing. Returns 1 (the cells named) when some cell has no such result."""
-    from lra import selection
+    """Print and keep ``lra.selection``'s choice for each (task, family) whose whole grid is done
+    (every grid point and seed), exactly as the dry run decides it (``plan``): a cell counts with
+    the result file its ``skip`` names (valid, of its config, made on the data present now); a cell
+    whose result was made on other data is a conflict. A (task, family) with a cell not done is
+    never chosen over the rest of its grid (a shard's slice, a failed cell): its cells are named
+    instead, and its kept choice, if any, stays as it is. Returns 0 with every choice made, 1
+    (the cells named) when some (task, family) waits for a cell, ``SELECTION_UNWRITABLE`` when a
+    choice cannot be written."""
     from lra.leaderboard import reader
 
     by_name = {r["_file"]: r for r in reader.read(args.results_dir).valid}
-    records = [by_name[p.result_file] for p in plans
-               if p.action == "skip" and p.result_file in by_name]
-    missing = [p for p in plans if p.action != "skip" or p.result_file not in by_name]
-    if records:
-        keys = [k for k, _ in parse_grid(args.grid)]
-        chosen = selection.select(records, keys)
-        print(selection.render(chosen), file=stream)
-        try:
-            written = selection.write(args.results_dir, chosen, keys)
-        except OSError as err:
-            print(f"error: cannot keep the selection under {args.results_dir}: "
-                  f"{err.strerror or err} ({err.filename or args.results_dir})", file=stream)
-            return 1
-        print(f"selection kept in {', '.join(str(p) for p in written)} (python -m lra.leaderboard "
-              f"shows it as a table of its own)", file=stream)
-    if missing:
-        print(f"{len(missing)} of {len(plans)} cells of the grid have no result of their config "
-              f"on the data present now under {args.results_dir} (the selection above leaves them "
-              f"out): " + "; ".join(f"{p.cell} ({p.action}{': ' + p.detail if p.detail else ''})"
-                                    for p in missing[:5])
+    groups: dict[tuple[str, str], list[Plan]] = {}
+    for p in plans:
+        groups.setdefault((p.cell.task, p.cell.attention), []).append(p)
+    records, waiting = [], []
+    for cell_plans in groups.values():
+        missing = [p for p in cell_plans if p.action != "skip" or p.result_file not in by_name]
+        if missing:
+            waiting.append((cell_plans, missing))
+        else:
+            records += [by_name[p.result_file] for p in cell_plans]
+    if records and _keep_selection(records, args, stream) != 0:
+        return SELECTION_UNWRITABLE
+    for cell_plans, missing in waiting:
+        cell = cell_plans[0].cell
+        print(f"{cell.task}/{cell.attention}: not chosen: {len(missing)} of {len(cell_plans)} "
+              f"cells of its grid have no result of their config on the data present now under "
+              f"{args.results_dir} (a choice is made over every grid point and seed, never part "
+              f"of them): " + "; ".join(f"{p.cell} ({p.action}{': ' + p.detail if p.detail else ''})"
+                                        for p in missing[:5])
               + (" ..." if len(missing) > 5 else ""), file=stream)
+    return 1 if waiting else 0
+
+
+def _keep_selection(records: list[dict[str, Any]], args: argparse.Namespace,
+                    stream: TextIO) -> int:
+    """Choose over ``records`` (whole grids), print the choice and keep it under selections/."""
+    from lra import selection
+
+    keys = [k for k, _ in parse_grid(args.grid)]
+    chosen = selection.select(records, keys)
+    print(selection.render(chosen), file=stream)
+    try:
+        written = selection.write(args.results_dir, chosen, keys)
+    except OSError as err:
+        print(f"error: cannot keep the selection under {args.results_dir}: "
+              f"{err.strerror or err} ({err.filename or args.results_dir})", file=stream)
         return 1
+    print(f"selection kept in {', '.join(str(p) for p in written)} (python -m lra.leaderboard "
+          f"shows it as a table of its own)", file=stream)
     return 0
 
 

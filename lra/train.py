@@ -200,7 +200,6 @@ def create_train_state(config: Config, task: tasks.Task, mesh, *, init: str = "j
         raise ValueError(f"init={init!r}: choose from {', '.join(INITS)}")
     t = config.train
     repl = sharding.replicated(mesh)
-    tx = optimizer(t)
 
     def build():
         return build_model(config, task, max_len=max_len, rngs=nnx.Rngs(
@@ -211,7 +210,9 @@ def create_train_state(config: Config, task: tasks.Task, mesh, *, init: str = "j
         return {"step": jnp.zeros((), jnp.int32), "params": params, "batch_stats": batch_stats,
                 "opt_state": tx.init(params)}, rest
 
-    graphdef = split_model(nnx.eval_shape(build))[0]
+    abstract = nnx.eval_shape(build)
+    graphdef = split_model(abstract)[0]
+    tx = optimizer(t, abstract)  # the module tree gives the parameter groups (lra/optim.py)
     if init == "jit":
         state, rest = jax.jit(initial, out_shardings=repl)()
     elif init == "eager":

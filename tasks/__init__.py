@@ -12,7 +12,7 @@ Contract (see ``Task`` below for the exact signatures)::
     task.prepare()       # make sure the data is there (generate it, or explain how to get it)
     src = task.source("train")                                    # "train" | "val" | "test"
     len(src); src[i] -> {"inputs": int32[L], "mask": bool[L], "targets": int32[]}
-    task.head(features_dim, mlp_dim, rngs=...)  # nnx.Module: pooled encodings -> logits
+    task.head(features_dim, mlp_dim, rngs=..., **options)  # nnx.Module: pooled encodings -> logits
     task.provenance()    # Provenance: the folder read, official or generated, examples wanted
 
 ``mask`` is True at real tokens and comes from true lengths, never from ``token > 0``.
@@ -76,6 +76,10 @@ class Provenance:
     its ``version`` and ``seed``) or "tensorflow-datasets". ``files``: per split, the file or
     folder it is read from. ``wanted``: per split, the examples the config asks for (0 = the whole
     split). ``notes``: lines the user should see, e.g. an official folder the options cannot use.
+    ``derived``: the files and folders a reader makes from the data (caches: Pathfinder's
+    ``decoded/``, ListOps' ``*.tokens.npz``), relative to the data directory like ``files``; they
+    are never part of the data's fingerprint (``lra.data_fingerprint``), so a copy of the data
+    without them, or with them rebuilt, is the same data. Declare every path a reader writes.
     """
 
     folder: str
@@ -84,10 +88,11 @@ class Provenance:
     wanted: dict[str, int]
     generator: dict[str, Any] | None = None
     notes: tuple[str, ...] = field(default=())
+    derived: tuple[str, ...] = field(default=())
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
-        del out["notes"]
+        del out["notes"], out["derived"]
         return out
 
 
@@ -165,8 +170,10 @@ class Task:
         """Random-access examples of ``split`` ("train", "val" or "test")."""
         raise NotImplementedError
 
-    def head(self, features_dim: int, mlp_dim: int, *, rngs):
-        """The classifier: one pooled encoding per entry of ``inputs`` -> float[B, num_classes]."""
+    def head(self, features_dim: int, mlp_dim: int, *, rngs, **options):
+        """The classifier: one pooled encoding per entry of ``inputs`` -> float[B, num_classes].
+        ``options``: the model's head keys (``form``, ``activation``: tasks/_heads.py), passed on
+        to the head unchanged."""
         raise NotImplementedError
 
     def provenance(self) -> Provenance:

@@ -10,7 +10,9 @@ name), lines in order; the first ``limit`` lines are used. Zero-byte PNGs are sk
 (the archive has one, in ``pathfinder32/curv_baseline``). A metadata file is text lines (the
 archive) or a binary ``np.save`` string array (the 2019 generator's own output). Decoded pixels are
 cached per metadata file in ``<folder>/decoded/<batch>.npz`` (rebuilt when the metadata file's
-size or mtime changes; skipped where the folder is read-only).
+size or mtime changes; skipped where the folder is read-only). The cache's bytes hold that mtime,
+so the tasks declare ``CACHE_FOLDER`` derived (``tasks.Provenance.derived``): it is never part of
+the data's fingerprint.
 """
 
 from __future__ import annotations
@@ -27,9 +29,10 @@ from tasks import DataError
 from tasks._files import load_arrays, save_arrays
 from tasks._pathfinder_gen import metadata_files
 
-__all__ = ["PathfinderImages", "read_images"]
+__all__ = ["CACHE_FOLDER", "PathfinderImages", "read_images"]
 
 _FIELDS = 11
+CACHE_FOLDER = "decoded"  # <folder>/decoded/<batch>.npz: what the reader writes, never data
 _CACHE_VERSION = 1  # part of the decoded cache's key: bump when the cached arrays change meaning
 _CACHE_ARRAYS = ("pixels", "labels", "rows", "skipped", "skipped_rows")
 _NPY_MAGIC = b"\x93NUMPY"
@@ -106,7 +109,7 @@ def _decode(folder: Path, relative: str, side: int | None, where: str) -> np.nda
 
 
 def _cache_file(folder: Path, meta: Path) -> Path:
-    return folder / "decoded" / f"{meta.stem}.npz"
+    return folder / CACHE_FOLDER / f"{meta.stem}.npz"
 
 
 def _cache_key(meta: Path, side: int) -> np.ndarray:

@@ -121,7 +121,7 @@ class ImageTask(Task):
             start, stop = (0, boundary) if split == "train" else (boundary, len(records))
         return PixelExamples(records, start, first(self.sizes[split], stop - start))
 
-    def head(self, features_dim: int, mlp_dim: int, *, rngs):
+    def head(self, features_dim: int, mlp_dim: int, *, rngs, **options):
         from tasks._heads import ClassifierHead
 
-        return ClassifierHead(features_dim, mlp_dim, self.num_classes, rngs=rngs)
+        return ClassifierHead(features_dim, mlp_dim, self.num_classes, rngs=rngs, **options)

@@ -243,7 +243,9 @@ class ListOpsTask(Task):
             wanted={s: self.options[f"{s}_size"] for s in SPLITS},
             generator=None if official else {"name": "lra listops", "version": GENERATOR_VERSION,
                                              "seed": self.options["seed"]},
-            notes=notes)
+            notes=notes,
+            derived=tuple(relative(_cache_path(p), self.data_dir)
+                          for p in split_files(directory).values()))
 
     def prepare(self) -> None:
         directory = self.directory
@@ -273,10 +275,10 @@ class ListOpsTask(Task):
             self._sources[split] = read_split(path, self.max_len)
         return self._sources[split]
 
-    def head(self, features_dim: int, mlp_dim: int, *, rngs):
+    def head(self, features_dim: int, mlp_dim: int, *, rngs, **options):
         from tasks._heads import ClassifierHead  # imports JAX; keep this module light for workers
 
-        return ClassifierHead(features_dim, mlp_dim, self.num_classes, rngs=rngs)
+        return ClassifierHead(features_dim, mlp_dim, self.num_classes, rngs=rngs, **options)
 
 
 def _defaults() -> dict[str, Any]:

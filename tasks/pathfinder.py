@@ -14,6 +14,7 @@ Files (the LRA archive's layout, ``pathfinder{32,64,128,256}/<difficulty folder>
     <folder>/imgs/<batch>/sample_<i>.png   # 8-bit grey PNG; i restarts at 0 in every batch
     <folder>/metadata/<batch>.npy          # TEXT despite the name: one line per image, 11 fields
     <folder>/generator.json                # ours only: the settings the images were made with
+    <folder>/decoded/<batch>.npz           # the reader's cache of decoded pixels (never data)
 
 Splits: the first ``num_images`` images in reading order (metadata files by batch number, lines
 in order), zero-byte PNGs skipped; the first 80% are ``train``, the next 10% ``val``, the last 10%
@@ -51,7 +52,7 @@ from tasks._pathfinder_gen import (
     render,
     rendering_workers,
 )
-from tasks._pathfinder_read import PathfinderImages, read_images
+from tasks._pathfinder_read import CACHE_FOLDER, PathfinderImages, read_images
 
 __all__ = ["BATCH_SIZE", "DIFFICULTIES", "PathXTask", "PathfinderExamples", "PathfinderImages",
            "PathfinderTask", "folder_name", "generate", "read_images", "render", "split_images"]
@@ -161,7 +162,7 @@ class _PathfinderTask(Task):
             wanted={s: b - a for s, a, b in zip(SPLITS, bounds[:-1], bounds[1:])},
             generator=None if official else {"name": "lra snakes2", "version": GENERATOR_VERSION,
                                              "seed": self.options["seed"]},
-            notes=notes)
+            notes=notes, derived=(relative(folder / CACHE_FOLDER, self.data_dir),))
 
     @property
     def generated_directory(self) -> Path:
@@ -217,10 +218,10 @@ class _PathfinderTask(Task):
             self._splits = self._load()
         return self._splits[split]
 
-    def head(self, features_dim: int, mlp_dim: int, *, rngs):
+    def head(self, features_dim: int, mlp_dim: int, *, rngs, **options):
         from tasks._heads import ClassifierHead  # imports JAX; keep this module light for workers
 
-        return ClassifierHead(features_dim, mlp_dim, self.num_classes, rngs=rngs)
+        return ClassifierHead(features_dim, mlp_dim, self.num_classes, rngs=rngs, **options)
 
 
 @register("pathfinder")

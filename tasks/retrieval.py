@@ -207,16 +207,20 @@ class RetrievalTask(Task):
 
     def provenance(self) -> Provenance:
         directory = self.directory
+        cut = min(self.max_len, RAW_CUT)
+        caches = [c for f in FILES.values()
+                  for c in _cache_paths(directory / f, cut, self.data_dir / "retrieval" / "cache")]
         return Provenance(folder=relative(directory, self.data_dir), origin="official",
                           files={s: relative(directory / f, self.data_dir) for s, f in FILES.items()},
-                          wanted=dict(self.sizes))
+                          wanted=dict(self.sizes),
+                          derived=tuple(relative(c, self.data_dir) for c in caches))
 
     def source(self, split: str) -> PairExamples:
         if split not in FILES:
             raise ValueError(f"unknown split {split!r}; expected one of {', '.join(FILES)}")
         return self._read(split, progress=False).subset(self.sizes[split])
 
-    def head(self, features_dim: int, mlp_dim: int, *, rngs):
+    def head(self, features_dim: int, mlp_dim: int, *, rngs, **options):
         from tasks._heads import DualHead
 
-        return DualHead(features_dim, mlp_dim, self.num_classes, rngs=rngs)
+        return DualHead(features_dim, mlp_dim, self.num_classes, rngs=rngs, **options)

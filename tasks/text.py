@@ -104,7 +104,7 @@ class TextTask(Task):
             self._records[tfds_split] = IMDB.open(self.data_dir, tfds_split)
         return ByteExamples(self._records[tfds_split], self.max_len, self.sizes[split])
 
-    def head(self, features_dim: int, mlp_dim: int, *, rngs):
+    def head(self, features_dim: int, mlp_dim: int, *, rngs, **options):
         from tasks._heads import ClassifierHead
 
-        return ClassifierHead(features_dim, mlp_dim, self.num_classes, rngs=rngs)
+        return ClassifierHead(features_dim, mlp_dim, self.num_classes, rngs=rngs, **options)

@@ -186,6 +186,25 @@ def result_record(config: dict, *, val: float = 0.4, test: float = 0.4, fingerpr
     }
 
 
+def write_grid_result(results: Path, name: str, argv: list[str], *, val: float, test: float,
+                      date: str = "2026-01-01T00:00:00Z") -> dict:
+    """Write ``<results>/runs/<name>``: a valid result of the config ``lra.run argv`` resolves
+    (e.g. one cell of a ``lra.sweep --grid``), made on the data present now (the fingerprint the
+    sweep's skip check computes), with the given accuracies. Returns the record."""
+    import json
+
+    from lra import run as run_cli
+    from lra import sweep
+    from lra.data import default_data_dir
+
+    config = run_cli.resolve_config(run_cli.parser().parse_args(argv))
+    record = result_record(config.to_dict(), val=val, test=test, date=date,
+                           fingerprint=sweep.data_now(config, default_data_dir()))
+    (results / "runs").mkdir(parents=True, exist_ok=True)
+    (results / "runs" / name).write_text(json.dumps(record))
+    return record
+
+
 # ----------------------------------------------------------------------------------------------
 # The attention contract's sizes and modules (tests/attention/test_contract.py, and the checks that
 # lower every family's step: tests/attention/test_host_calls.py).

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from lra import atomic, stop_signals
-from lra.leaderboard import browser, curves, reader, tuned
+from lra.leaderboard import browser, curves, figures, reader, tuned
 from lra.leaderboard.accuracy import MODERN_HEADLINE_AND_SECOND, accuracy_section
 from lra.leaderboard.cells import md_code
 from lra.leaderboard.efficiency import FIGURE_PREFIX, FIGURES_DIR, efficiency_section
@@ -251,8 +251,7 @@ def write(results_dir: Path, out: dict[str, Any], html_dir: Path | None = None, 
     is None); remove the figures this tool made before that it no longer makes. ``figures=False``
     draws none and leaves ``figures/`` untouched. Returns what was written, in words."""
     figs = out["figures"] if figures else {}
-    if figures:
-        _write_figures(results_dir, figs)
+    redrawn = _write_figures(results_dir, figs) if figures else ""
     replace_file(results_dir / CSV_FILE, out["csv"].encode())
     replace_file(results_dir / TEX_FILE, out["tex"].encode())
     replace_file(results_dir / TEX_PUBLISHED_FILE, out["tex_published"].encode())
@@ -266,12 +265,13 @@ def write(results_dir: Path, out: dict[str, Any], html_dir: Path | None = None, 
         site = f", the web page {html_dir / INDEX}"
     return (f"{page}, {CSV_FILE}, {TEX_FILE}, {TEX_PUBLISHED_FILE}{site}"
             + (f" and {len(figs)} figures in {results_dir / FIGURES_DIR}" if figs else "")
-            + ("" if figures else " (no figures drawn: --no-figures)"))
+            + ("" if figures else " (no figures drawn: --no-figures)") + redrawn)
 
 
-def _write_figures(results_dir: Path, figs: Mapping[str, bytes]) -> None:
-    """The figures under ``figures/``, and the ones this tool made before that it no longer makes
-    removed."""
+def _write_figures(results_dir: Path, figs: Mapping[str, bytes]) -> str:
+    """The figures under ``figures/`` with ``figures.DRAWN_WITH``, and the ones this tool made
+    before that it no longer makes removed. Returns a sentence when the figures there before were
+    drawn with other library versions (their bytes may differ for that reason alone), else ""."""
     fig_dir = results_dir / FIGURES_DIR
     made_before = [p for prefix in (FIGURE_PREFIX, curves.FIGURE_PREFIX)
                    for ext in ("png", "svg", "pdf") for p in fig_dir.glob(f"{prefix}*.{ext}")]
@@ -282,3 +282,21 @@ def _write_figures(results_dir: Path, figs: Mapping[str, bytes]) -> None:
         fig_dir.mkdir(parents=True, exist_ok=True)
     for name, data in figs.items():
         replace_file(fig_dir / name, data)
+    if figs:
+        return _record_versions(fig_dir)
+    (fig_dir / figures.DRAWN_WITH).unlink(missing_ok=True)  # it described figures now removed
+    return ""
+
+
+def _record_versions(fig_dir: Path) -> str:
+    """Write ``figures.DRAWN_WITH``; say which versions changed since the figures there before."""
+    record = fig_dir / figures.DRAWN_WITH
+    before = figures.pins(record.read_text()) if record.is_file() else {}
+    now = figures.drawn_with()
+    replace_file(record, now.encode())
+    changed = [f"{name} {before[name]} -> {version}" for name, version in figures.pins(now).items()
+               if before.get(name, version) != version]
+    if not changed:
+        return ""
+    return (f"; the figures there before were drawn with other versions ({', '.join(changed)}): "
+            f"their bytes may differ for that alone (constraints.txt pins the reference set's)")

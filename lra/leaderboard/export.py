@@ -36,7 +36,7 @@ CSV_COLUMNS = ("protocol", "preset", "device", "metric", "task", "family", "over
                "ci_clipped", "family_name", "task_name", "source")
 PUBLISHED_PRESET = "published"
 # Published modern rows of the families this suite has (the rest keep their label as the family).
-MODERN_AS_FAMILY = {"S5": "s5", "S4D-LegS": "s4d", "LRU": "lru", "Mega": "mega"}
+MODERN_AS_FAMILY = {"S5": "s5", "S4D-Inv": "s4d", "LRU": "lru", "Mega": "mega"}
 PRESET_BUDGETS = {
     "paper": "LRA's published budget",
     "small": "a shortened budget that learns on a laptop CPU",

@@ -9,9 +9,13 @@ Type 3 fonts, which some publishers refuse). Families and tasks carry the names 
 colour and marker combination (``style``), bubble labels are placed where they overlap no other
 label (with a leader line when moved away from their bubble) and titles are wrapped to the figure.
 
-The bytes are a function of the inputs (and the matplotlib/FreeType versions) alone: an Agg canvas on
-a fresh ``Figure`` (no pyplot state), fixed sizes and dpi, no software, version or date metadata
-(``FORMATS``), and a fixed ``svg.hashsalt`` for the ids matplotlib would otherwise randomise.
+The bytes are a function of the inputs and of the drawing libraries' versions alone: an Agg canvas
+on a fresh ``Figure`` (no pyplot state), fixed sizes and dpi, no software, version or date metadata
+(``FORMATS``), and a fixed ``svg.hashsalt`` for the ids matplotlib would otherwise randomise. The
+versions do matter: fontTools subsets the fonts a PDF embeds, and 4.69.1 writes other bytes than
+4.68.0 for the same figure. Every folder of figures therefore holds ``drawn-with.txt``
+(``DRAWN_WITH``), the versions of ``DRAWING_LIBRARIES`` that drew it, in pip's constraint format;
+the repository's ``constraints.txt`` pins the ones the reference set was drawn with.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import io
 import math
 import textwrap
 from collections.abc import Callable, Mapping, Sequence
+from importlib import metadata
 
 import matplotlib
 import matplotlib.ticker
@@ -60,6 +65,30 @@ def style(families: Sequence[str]) -> dict[str, dict]:
            for i, name in enumerate(order) if name in families}
     if "softmax" in families:
         out["softmax"] = {"color": "black", "marker": "o"}
+    return out
+
+
+# The distributions whose versions change a figure's bytes (the module docstring), and the file under
+# figures/ that names the versions which drew them.
+DRAWING_LIBRARIES = ("matplotlib", "fonttools", "pillow", "numpy")
+DRAWN_WITH = "drawn-with.txt"
+
+
+def drawn_with() -> str:
+    """The installed versions of ``DRAWING_LIBRARIES``, one ``name==version`` line each (a file pip
+    accepts as constraints: ``pip install -c figures/drawn-with.txt ...``)."""
+    return "".join(f"{name}=={metadata.version(name)}\n" for name in DRAWING_LIBRARIES)
+
+
+def pins(text: str) -> dict[str, str]:
+    """{distribution: version} of the ``name==version`` lines of a constraints text (comments and
+    blank lines ignored; names compared lower-case)."""
+    out = {}
+    for line in text.splitlines():
+        line = line.split("#", 1)[0].strip()
+        if "==" in line:
+            name, version = line.split("==", 1)
+            out[name.strip().lower()] = version.strip()
     return out
 
 

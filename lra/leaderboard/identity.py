@@ -14,7 +14,8 @@ A run whose config differs (a ``--set`` override, or a preset changed since the 
 own row, labelled with the keys that differ: ``softmax [train.num_steps=2]``.
 
 The data is part of a run's identity too (``mark_other_data``): per task and data options, the
-column's data is the fingerprint (``data.fingerprint.sha256``) most runs read; a run on other data
+column's data is the fingerprint (``data.fingerprint.sha256``) most of the preset's own runs read
+(all runs only where the column has no preset run: ``column_data``); a run on other data
 goes to its own row, ``softmax [data 1a2b3c4d]`` (the first 8 hex digits of its fingerprint), and
 is never averaged with the runs of the column's data. Runs of format 1 record no fingerprint and
 stay where their config puts them.
@@ -126,15 +127,19 @@ def data_sha256(record: dict[str, Any]) -> str | None:
 
 
 def column_data(runs: list[dict[str, Any]]) -> dict[tuple[str, str], str]:
-    """{(task, its data options as JSON): the fingerprint most runs read}; on a tie, the one of the
-    newest run (by date, then file name): data re-made for every seed replaces the old data."""
+    """{(task, its data options as JSON): the column's data}: the fingerprint most of the preset's
+    own runs (``_diff == {}``) read; on a tie, the one of the newest such run (by date, then file
+    name): data re-made for every seed replaces the old data. Runs with overrides (a grid, ``--set``)
+    never choose it where the column has a preset run with a fingerprint: however many grid points
+    ran on other data, they are the variants, not the preset's runs. Only in a column without one
+    do all its runs choose, by the same rule."""
+    preset_keys = {_data_key(r) for r in runs if r.get("_diff") == {} and data_sha256(r)}
     counts: dict[tuple[str, str], Counter] = defaultdict(Counter)
     newest: dict[tuple[str, str, str], tuple[str, str]] = {}
     for r in runs:
-        sha = data_sha256(r)
-        if sha is None:
+        sha, key = data_sha256(r), _data_key(r)
+        if sha is None or (key in preset_keys and r.get("_diff") != {}):
             continue
-        key = _data_key(r)
         counts[key][sha] += 1
         newest[(*key, sha)] = max(newest.get((*key, sha), ("", "")),
                                   (r.get("date", ""), r.get("_file", "")))

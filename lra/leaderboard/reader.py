@@ -5,8 +5,9 @@
     result_set.warn()                       # "warning: skipped <file>: <field>: <what>", once each
     for key, runs in result_set.cells().items(): ...
 
-Readers: the leaderboard (Markdown, CSV, LaTeX, figures, the web page), ``lra.reproduce``,
-``lra.sweep``'s skip check, ``--dry-run`` and ``--select``, and ``lra.cluster``'s result lookup.
+Readers: the leaderboard (Markdown, CSV, LaTeX, figures, the web page, and the tuned table, whose
+selections must name current runs), ``lra.reproduce``, ``lra.sweep``'s skip check, ``--dry-run``
+and ``--select``, and ``lra.cluster``'s result lookup.
 
 What it does, in order:
 
@@ -34,11 +35,10 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from lra import config as lra_config
+from lra import results
 from lra.leaderboard import identity, load
 
-# The protocol's headline test accuracy (docs/families-and-protocols.md "Two protocols"): LRA's Table 1
-# reports the last step, the modern recipes the best-validation step.
-HEADLINE = {"lra": "test_accuracy_at_last", "modern": "test_accuracy_at_best_val"}
+HEADLINE = results.HEADLINE  # the protocol's headline metric (a fact of the format: lra/results.py)
 
 
 @dataclass(frozen=True, order=True)

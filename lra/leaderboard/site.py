@@ -39,8 +39,8 @@ PRESET_ORDER = {"paper": 0, "small": 1, "tiny": 2}
 
 # The published modern rows name models, not this suite's families: the family whose kind each
 # shares, for the kind filter.
-PUBLISHED_AS = {"S4": "s4d", "S4D-LegS": "s4d", "S5": "s5", "LRU": "lru", "Mega": "mega",
-                "Mega-chunk": "mega", "Megalodon": "mega"}
+PUBLISHED_AS = {"S4": "s4d", "S4D-LegS": "s4d", "S4D-Inv": "s4d", "S5": "s5", "LRU": "lru",
+                "Mega": "mega", "Mega-chunk": "mega", "Megalodon": "mega"}
 
 MARKS = {
     "best": "the task's best mean in this table",

@@ -2,8 +2,12 @@
 family), from the selection files (``<results-dir>/selections/*.json``, ``lra.selection.write``)
 and the result files they name, read through the one reader.
 
-A selection names its chosen runs by file; each must be a valid run of the results folder (the
-reader's), else the selection is skipped with one line, like any file the leaderboard cannot use.
+A selection is trusted no further than it is checked. It names the runs behind every grid point by
+file; each must be a valid run of the results folder and the current run of its seed (the one
+reader's newest-per-seed rule): a file deleted or superseded since (a re-run, ``--force``) makes the
+selection stale, since its choice was made on other numbers. The chosen runs must hold the chosen
+values in their configs, each seed once, all one grid point (one row of the reader: one config, one
+data). Otherwise the selection is skipped with one line, like any file the leaderboard cannot use.
 The table is its own: rows are ``family [key=value, ...]``, ranked among the tuned rows only, never
 mixed with the preset's cells (a tuned row is a run with overrides, which the preset's tables keep
 in their own unranked rows too).
@@ -16,14 +20,39 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from lra.leaderboard import reader
+from lra import config as lra_config
+from lra.leaderboard import identity, reader
 from lra.leaderboard.accuracy import at_chance
 from lra.leaderboard.cells import CELL_LEGEND, cell_objects, md_table
 from lra.leaderboard.load import ResultFileError, device_label, protocol, skip_line, task_columns
 from lra.selection import FORMAT, SELECTIONS_DIR
 
 
-def _check(record: Any, valid: dict[str, dict[str, Any]]) -> None:
+class _Runs:
+    """The runs a selection may name: the valid files of the folder and, per cell and seed, its
+    current run (the one reader's newest-per-seed rule)."""
+
+    def __init__(self, result_set: reader.ResultSet):
+        self.valid = {r["_file"]: r for r in result_set.valid}
+        self.current = {(r["_cell"], r["seed"]): r["_file"] for r in result_set.runs}
+
+    def current_run(self, where: str, name: Any) -> dict[str, Any]:
+        """The valid, current run ``name``; else ResultFileError (``where`` names the field)."""
+        run = self.valid.get(name) if isinstance(name, str) else None
+        if run is None:
+            raise ResultFileError(f"{where}: {name!r} is not a valid result file of runs/ here "
+                                  f"(stale: {CHOOSE_AGAIN})")
+        newer = self.current[(run["_cell"], run["seed"])]
+        if newer != name:
+            raise ResultFileError(f"{where}: {name} is superseded by a newer run of its seed, "
+                                  f"{newer} (stale: {CHOOSE_AGAIN})")
+        return run
+
+
+CHOOSE_AGAIN = "choose again with lra.sweep --grid ... --select"
+
+
+def _check_header(record: Any) -> None:
     if not isinstance(record, dict):
         raise ResultFileError(f"expected a JSON object, got {type(record).__name__}")
     if record.get("format") != FORMAT:
@@ -32,27 +61,69 @@ def _check(record: Any, valid: dict[str, dict[str, Any]]) -> None:
         if not isinstance(record.get(key), str) or not record[key]:
             raise ResultFileError(f"{key}: expected a non-empty string")
     chosen = record.get("chosen")
-    if not isinstance(chosen, dict) or not isinstance(chosen.get("values"), dict):
-        raise ResultFileError("chosen.values: expected an object")
+    if not isinstance(chosen, dict) or not isinstance(chosen.get("values"), dict) \
+            or not chosen["values"]:
+        raise ResultFileError("chosen.values: expected a non-empty object")
     files = chosen.get("files")
     if not isinstance(files, list) or not files:
         raise ResultFileError("chosen.files: expected a non-empty list of result file names")
-    for i, name in enumerate(files):
-        run = valid.get(name) if isinstance(name, str) else None
-        if run is None:
-            raise ResultFileError(f"chosen.files[{i}]: {name!r} is not a valid result file of "
-                                  f"runs/ here")
-        if (run["task"], run["attention"], run["preset"], protocol(run)) != (
-                record["task"], record["attention"], record["preset"], record["protocol"]):
-            raise ResultFileError(f"chosen.files[{i}]: {name} is a run of another task, family, "
-                                  f"preset or protocol")
+    candidates = record.get("candidates", [])
+    if not isinstance(candidates, list) or not all(
+            isinstance(c, dict) and isinstance(c.get("files"), list) for c in candidates):
+        raise ResultFileError("candidates: expected a list of objects with a list of files")
+
+
+def _check_chosen_run(where: str, run: dict[str, Any], record: dict[str, Any]) -> None:
+    """The run is of the selection's task, family, preset and protocol, at the chosen values."""
+    name = run["_file"]
+    if (run["task"], run["attention"], run["preset"], protocol(run)) != (
+            record["task"], record["attention"], record["preset"], record["protocol"]):
+        raise ResultFileError(f"{where}: {name} is a run of another task, family, preset or "
+                              f"protocol")
+    cfg = lra_config.flatten(lra_config.with_protocol(run["config"]))
+    for key, value in record["chosen"]["values"].items():
+        if key not in cfg or not identity.same(cfg[key], value):
+            has = f"{key}={cfg[key]}" if key in cfg else f"no {key}"
+            raise ResultFileError(f"{where}: {name} has {has}, not the chosen {key}={value}")
+
+
+def _check_one_point(runs: list[dict[str, Any]]) -> None:
+    """Each seed once, and every run one grid point (one row: the same config, the same data)."""
+    seeds: dict[int, str] = {}
+    for run in runs:
+        if run["seed"] in seeds:
+            raise ResultFileError(f"chosen.files: seed {run['seed']} is listed twice "
+                                  f"({seeds[run['seed']]}, {run['_file']})")
+        seeds[run["seed"]] = run["_file"]
+    rows = sorted({run["_row"] for run in runs})
+    if len(rows) > 1:
+        raise ResultFileError(f"chosen.files: runs of {len(rows)} grid points, never one mean "
+                              f"({'; '.join(rows)})")
+
+
+def _check(record: Any, runs: _Runs) -> list[dict[str, Any]]:
+    """The chosen runs of a selection file, once it is checked: every file it names (chosen and
+    every candidate) a valid current run of this folder, the chosen ones of its task, family,
+    preset and protocol at the chosen values, each seed once, all one grid point. Else
+    ResultFileError naming the field."""
+    _check_header(record)
+    chosen = []
+    for i, name in enumerate(record["chosen"]["files"]):
+        where = f"chosen.files[{i}]"
+        chosen.append(runs.current_run(where, name))
+        _check_chosen_run(where, chosen[-1], record)
+    _check_one_point(chosen)
+    for j, candidate in enumerate(record.get("candidates", [])):
+        for k, name in enumerate(candidate["files"]):
+            runs.current_run(f"candidates[{j}].files[{k}]", name)
+    return chosen
 
 
 def load(results_dir: Path, result_set: reader.ResultSet,
          skipped: list[str] | None = None) -> list[dict[str, Any]]:
     """The valid selections of ``results_dir``, each with ``_runs`` (its chosen runs) and
-    ``_file``; a bad one is described in ``skipped`` (an error if it is None)."""
-    valid = {r["_file"]: r for r in result_set.valid}
+    ``_file``; a bad or stale one is described in ``skipped`` (an error if it is None)."""
+    runs = _Runs(result_set)
     out = []
     folder = Path(results_dir) / SELECTIONS_DIR
     for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
@@ -61,14 +132,13 @@ def load(results_dir: Path, result_set: reader.ResultSet,
                 record = json.loads(path.read_bytes().decode("utf-8"))
             except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
                 raise ResultFileError(f"unreadable ({type(err).__name__}: {err})") from None
-            _check(record, valid)
+            chosen = _check(record, runs)
         except ResultFileError as err:
             if skipped is None:
                 raise ResultFileError(f"{path}: not a valid selection file ({err})") from None
             skipped.append(skip_line(path, err))
             continue
-        out.append({**record, "_file": path.name,
-                    "_runs": [valid[name] for name in record["chosen"]["files"]]})
+        out.append({**record, "_file": path.name, "_runs": chosen})
     return out
 
 

@@ -30,6 +30,7 @@ def inputs(seed=0, pad_scale=0.0):
 def params(module):
     """A complex[D, N/2], dt float[D], C complex[K, D, N/2], D float[D], all float64 / complex128."""
     a = -np.exp(np.asarray(module.log_A_real[...], np.float64)) + 1j * np.asarray(module.A_imag[...])
+    a = np.tile(a, (D // a.shape[0], 1))  # n_ssm copies of A: channel h reads copy h mod n_ssm
     dt = np.exp(np.asarray(module.log_dt[...], np.float64))
     c = np.asarray(module.C[...], np.float64)
     return a, dt, c[..., 0] + 1j * c[..., 1], np.asarray(module.D[...], np.float64)
@@ -133,6 +134,29 @@ def test_initialisations_follow_the_paper(init):
     assert make(causal=True).C[...].shape == (1, D, N // 2, 2)
 
 
+def test_one_shared_a_is_the_per_channel_form_with_a_tied():
+    """``n_ssm=1`` (S4's LRA configs on ListOps, Text, Retrieval, Image): one A for every
+    channel, dt, C and D per channel. It equals the per-channel module whose every channel holds
+    that A, and the step-by-step recurrence."""
+    shared = make(n_ssm=1)
+    assert shared.log_A_real[...].shape == shared.A_imag[...].shape == (1, N // 2)
+    assert shared.log_dt[...].shape == shared.D[...].shape == (D,)
+    per_channel = make()
+    for name in ("log_A_real", "A_imag"):
+        getattr(per_channel, name)[...] = jnp.tile(getattr(shared, name)[...], (D, 1))
+    for name in ("log_dt", "C", "D"):
+        getattr(per_channel, name)[...] = getattr(shared, name)[...]
+    x, mask = inputs(seed=3, pad_scale=1.0)
+    y = np.asarray(shared(x, mask))
+    real = np.asarray(mask)
+    np.testing.assert_allclose(y[real], np.asarray(per_channel(x, mask))[real], rtol=1e-6, atol=1e-6)
+    ref = recurrent_reference(shared, np.where(real[..., None], np.asarray(x), 0.0), "zoh")
+    np.testing.assert_allclose(y[real], ref[real], rtol=1e-4, atol=1e-4)
+    # one parameter: its gradient gathers every channel's
+    grad = nnx.grad(lambda m: jnp.sum(m(x, mask) ** 2))(shared)
+    assert grad.log_A_real[...].shape == (1, N // 2)
+
+
 def test_bad_options_are_clear_errors():
     with pytest.raises(ValueError, match="init must be one of lin, inv"):
         make(init="legs")
@@ -140,6 +164,8 @@ def test_bad_options_are_clear_errors():
         make(state_size=7)
     with pytest.raises(ValueError, match="dt_min <= dt_max"):
         make(dt_min=0.1, dt_max=0.01)
+    with pytest.raises(ValueError, match="n_ssm must be None or a positive divisor of dim=5"):
+        make(n_ssm=2)
 
 
 def test_initialises_under_jit():

@@ -48,7 +48,10 @@ def test_linear_input_encoder_needs_a_pixel_task(task):
 def test_choices_are_declared_on_the_fields():
     assert config_lib.choices("model.norm") == ("layer", "batch")
     assert config_lib.choices("model.channel_mixer") == ("mlp", "glu")
-    assert config_lib.choices("train.schedule") == ("rsqrt", "cosine", "constant")
+    assert config_lib.choices("train.schedule") == ("rsqrt", "cosine", "constant", "cosine_to_min",
+                                                    "cosine_s5", "linear_decay")
+    assert config_lib.choices("train.decay_exclude") == ("none", "bias_norm")
+    assert config_lib.choices("train.dt_group") == ("ssm", "no_decay")
 
 
 # ----------------------------------------------------------------------------------------------

@@ -25,6 +25,20 @@ def test_every_literal_read_from_a_file_is_the_imported_value():
     assert declared.attribute("attention", "no_such_family", "peer_options", {}) == {}
 
 
+def test_init_defaults_read_from_a_file_are_the_imported_options():
+    """Every literal default of a family's ``__init__`` equals the imported one; the few left out
+    are module constants or expressions (``EPS``, ``2 * math.pi``)."""
+    left_out = {}
+    for name in _in_tree():
+        read, options = declared.init_options("attention", name), attention.options(name)
+        assert {k: read[k] for k in options if k in read} == {k: options[k] for k in read if k in options}
+        left_out.update({f"{name}.{k}": v for k, v in options.items() if k not in read})
+    assert set(left_out) == {"cosformer.eps", "linear.eps", "lru.max_phase", "performer.stabilizer",
+                             "softmax.block_size"}
+    assert declared.init_options("attention", "mamba")["state_size"] == 16
+    assert declared.init_options("attention", "no_such_family") == {}
+
+
 def test_declared_family_facts_name_real_options_and_rows():
     """``length_options`` and ``peer_options`` name options the family has; a ``modern_row`` is a
     published modern row and comes with its departure; ``peer_matmuls`` comes with the options it

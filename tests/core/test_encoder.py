@@ -1,5 +1,7 @@
 """Encoder options of the modern recipes (lra/encoder.py): masked BatchNorm, post-norm, half-GLU,
-linear pixel input."""
+linear pixel input, and the recipe around the mixer (dropout form, final norm, heads, MLP)."""
+
+import dataclasses
 
 import jax
 import jax.numpy as jnp
@@ -140,6 +142,9 @@ def test_pixel_tasks_state_their_normalisation():
     ("model.channel_mixer=swiglu", r"model\.channel_mixer='swiglu': choose from mlp, glu"),
     ("model.input_encoder=onehot", r"model\.input_encoder='onehot': choose from embed, linear"),
     ("model.bn_momentum=1.5", r"model\.bn_momentum=1\.5: expected a number in \[0, 1\)"),
+    ("model.dropout_form=spatial", r"model\.dropout_form='spatial': choose from elementwise, tied"),
+    ("model.head=deep", r"model\.head='deep': choose from lra, linear, mlp"),
+    ("model.mlp_activation=tanh", r"model\.mlp_activation='tanh': choose from gelu, silu"),
 ])
 def test_bad_choices_are_clear_errors(override, message):
     """Allowed values live on ModelConfig's fields (lra.config.option), and validation reads them."""
@@ -147,3 +152,130 @@ def test_bad_choices_are_clear_errors(override, message):
 
     with pytest.raises(config_lib.ConfigError, match=message):
         config_lib.load("listops", "softmax", preset="tiny", overrides=[override])
+
+
+# The recipe around the mixer (issue 51): each modern recipe's model, as the trainer builds it.
+
+def recipe_model(task, family, *, concrete=False):
+    """(config, Classifier) of ``family``'s modern recipe on ``task`` at the tiny scale, built by
+    lra.encoder.build_model as the trainer does (abstractly unless ``concrete``)."""
+    from pathlib import Path
+
+    import tasks
+    from lra import config as config_lib
+    from lra.encoder import build_model
+
+    cfg = config_lib.load(task, family, preset="tiny", protocol="modern")
+    task_obj = tasks.build(task, Path("."), **cfg.data)
+    make = lambda: build_model(cfg, task_obj, rngs=nnx.Rngs(params=0, dropout=1, default=2))  # noqa: E731
+    return cfg, (make() if concrete else nnx.eval_shape(make))
+
+
+def kept(drop, shape, seed=0):
+    """The mask a dropout module draws on a [B, L, C] input of ones: bool[B, L, C], True = kept."""
+    drop.rngs = nnx.Rngs(dropout=seed).dropout
+    return np.asarray(drop(jnp.ones(shape), deterministic=False)) != 0
+
+
+@pytest.mark.parametrize(("task", "family"), [("image", "s5"), ("image", "s4d"), ("image", "lru")])
+def test_tied_dropout_drops_whole_channels_for_a_whole_sequence(task, family):
+    """S5, S4 and minimal-LRU draw one mask per (example, channel) and use it at every position;
+    their input is never dropped. Every dropout of the recipe's blocks, on its model's widths."""
+    cfg, model = recipe_model(task, family, concrete=True)
+    assert cfg.model.dropout == 0.1
+    block, shape = model.encoder.blocks[0], (16, 32, cfg.model.emb_dim)
+    for drop in (block.dropout, block.glu.dropout):
+        mask = kept(drop, shape)
+        assert np.all(mask == mask[:, :1]), "a channel is dropped at some positions only"
+        assert 0 < (~mask).sum() < mask.size
+        per_example = mask[:, 0]  # [B, C]
+        assert len({row.tobytes() for row in per_example}) > 1, "one mask for every example"
+        assert not np.array_equal(per_example, kept(drop, shape, seed=1)[:, 0])  # new draw, new mask
+    assert np.all(kept(model.encoder.dropout, shape))  # no input dropout
+
+
+def test_the_lra_protocol_keeps_elementwise_and_input_dropout():
+    from pathlib import Path
+
+    import tasks
+    from lra import config as config_lib
+    from lra.encoder import build_model
+
+    cfg = config_lib.load("listops", "softmax", preset="tiny")
+    assert cfg.model.dropout == 0.1 and cfg.model.mlp_init == "lecun"
+    model = build_model(cfg, tasks.build("listops", Path("."), **cfg.data),
+                        rngs=nnx.Rngs(params=0, dropout=1, default=2))
+    shape = (8, 32, cfg.model.emb_dim)
+    mask = kept(model.encoder.blocks[0].dropout, shape)
+    assert not np.all(mask == mask[:, :1])
+    assert not np.all(kept(model.encoder.dropout, shape))  # the embedding is dropped
+    assert model.encoder.final_norm is not None
+    head = model.head
+    assert head.hidden.out_features == cfg.model.mlp_dim and head.activation is jax.nn.relu
+
+
+@pytest.mark.parametrize(("task", "family", "final_norm", "head_layers"), [
+    ("text", "s5", False, ["logits"]), ("text", "lru", False, ["logits"]),
+    ("text", "s4d", True, ["logits"]),  # S4's pre-norm backbone keeps its final norm
+    ("retrieval", "s5", False, ["hidden1", "logits"]),
+    ("retrieval", "s4d", True, ["hidden1", "logits"]),
+    ("text", "mega", False, ["hidden", "logits"]),  # post-norm: no final norm, as in Mega
+    ("retrieval", "mega", False, ["hidden1", "logits"]),
+    ("text", "mamba", False, ["logits"]),  # no LRA recipe: S5's encoder around another mixer
+])
+def test_recipes_decode_and_end_as_their_sources(task, family, final_norm, head_layers):
+    """S5, S4 and minimal-LRU decode with one Dense (Retrieval: Dense(d) -> GELU -> Dense over the
+    pair's features); S5 and minimal-LRU have no final norm; Mega's classifier is one hidden layer
+    of the FFN width with GELU."""
+    cfg, model = recipe_model(task, family)
+    m, head = cfg.model, model.head
+    assert (model.encoder.final_norm is not None) == final_norm
+    layers = [name for name in ("hidden", "hidden1", "hidden2", "logits")
+              if getattr(head, name, None) is not None]
+    assert layers == head_layers
+    if len(layers) == 2:
+        width = m.mlp_dim if family == "mega" else m.emb_dim
+        assert getattr(head, layers[0]).out_features == width
+        assert head.activation is jax.nn.gelu
+    else:
+        assert head.logits.in_features == m.emb_dim
+
+
+def test_mega_ffn_is_silu_and_lru_batch_norm_momentum_is_flax_default():
+    cfg, model = recipe_model("text", "mega", concrete=True)
+    mlp = model.encoder.blocks[0].mlp
+    x = jax.random.normal(jax.random.key(0), (2, 5, cfg.model.emb_dim))
+    hidden = jax.nn.silu(x @ mlp.up.kernel[...] + mlp.up.bias[...][None, None])
+    want = hidden @ mlp.down.kernel[...] + mlp.down.bias[...][None, None]
+    np.testing.assert_allclose(np.asarray(mlp(x, deterministic=True)), np.asarray(want),
+                               rtol=1e-5, atol=1e-5)
+    _, lru = recipe_model("listops", "lru")
+    assert {lru.encoder.blocks[0].norm1.momentum} == {0.99}  # mLRU: flax BatchNorm's default
+
+
+@pytest.mark.parametrize(("task", "shared"), [("listops", True), ("image", True),
+                                              ("pathfinder", False)])
+def test_s4d_recipe_shares_a_where_s4_sets_n_ssm(task, shared):
+    cfg, model = recipe_model(task, "s4d")
+    attn = model.encoder.blocks[0].attn
+    copies = 1 if shared else cfg.model.emb_dim
+    assert attn.log_A_real.shape == (copies, cfg.attn["state_size"] // 2)
+    assert attn.log_dt.shape == (cfg.model.emb_dim,)
+
+
+def test_lra_mlp_initialisation_is_an_option():
+    """LRA's MlpBlock: xavier-uniform kernels, N(0, 1e-6) biases; the default stays lecun-normal
+    and zero biases (the committed LRA-protocol runs were trained with it)."""
+    from lra.encoder import MLP
+
+    m = ModelConfig(emb_dim=256, mlp_dim=512)
+    lra_init = MLP(dataclasses.replace(m, mlp_init="lra"), dtype=jnp.float32, rngs=nnx.Rngs(0))
+    default = MLP(m, dtype=jnp.float32, rngs=nnx.Rngs(0))
+    bound = np.sqrt(6 / (256 + 512))
+    kernel = np.asarray(lra_init.up.kernel[...])
+    assert np.abs(kernel).max() <= bound and np.abs(kernel).max() > 0.95 * bound  # uniform
+    np.testing.assert_allclose(kernel.std(), bound / np.sqrt(3), rtol=0.02)
+    bias = np.asarray(lra_init.down.bias[...])
+    assert 0 < bias.std() < 2e-6
+    assert not np.any(np.asarray(default.up.bias[...]))
+    np.testing.assert_allclose(np.asarray(default.up.kernel[...]).std(), 1 / np.sqrt(256), rtol=0.05)

@@ -48,3 +48,19 @@ def test_the_leaderboard_imports_no_jax_and_the_core_no_satellite():
                 private.append(f"lra/{path.name}:{line} imports {dotted}")
     assert {"lra.curves", "lra.sweep", "lra.run"} <= checked
     assert not private, private
+
+
+# The core modules that hand over to a satellite package: commands that read results through the one
+# reader, rebuild the leaderboard or draw with its figures (lra/__init__.py). Nothing else in lra/
+# imports lra.bench or lra.leaderboard, not even inside a function.
+HANDS_OVER = {"lra.cluster", "lra.curves", "lra.reproduce", "lra.sweep"}
+
+
+def test_only_the_commands_that_hand_over_import_a_satellite():
+    """Reporting imports the core, never the reverse (issue 56): lra.selection read the protocol's
+    headline metric from lra.leaderboard.reader; the headline is a fact of the results format and
+    lives in lra.results, read by both."""
+    found = {f"lra.{path.stem}": [dotted for _, dotted in _satellite_imports(path)]
+             for path in sorted((REPO / "lra").glob("*.py"))}
+    assert HANDS_OVER <= found.keys()
+    assert {name: names for name, names in found.items() if names and name not in HANDS_OVER} == {}

@@ -176,10 +176,10 @@ class SignalTask(tasks.Task):
                                 wanted={split: 0 for split in self.splits},
                                 generator={"name": "test_metrics_log", "version": 1, "seed": 0})
 
-    def head(self, features_dim, mlp_dim, *, rngs):
+    def head(self, features_dim, mlp_dim, *, rngs, **options):
         from tasks._heads import ClassifierHead
 
-        return ClassifierHead(features_dim, mlp_dim, self.num_classes, rngs=rngs)
+        return ClassifierHead(features_dim, mlp_dim, self.num_classes, rngs=rngs, **options)
 
 
 def _signal_run(tmp_path, monkeypatch, capsys, *, shuffled: bool):

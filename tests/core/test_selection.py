@@ -4,11 +4,12 @@ validation only (lra/selection.py)."""
 from __future__ import annotations
 
 import json
+import shlex
 import subprocess
 import sys
 
 import pytest
-from helpers import cli_env
+from helpers import cli_env, write_grid_result
 
 from lra import selection, sweep
 
@@ -78,6 +79,51 @@ def test_axes_multiply_the_cells_and_keep_them_apart(tmp_path, capsys):
     assert sweep.main(["--task", "listops", "--attn", "softmax", "--grid", "train.lr=x,y",
                        "--list"]) == 2  # a value the config refuses: one line at once
     assert "train.lr" in capsys.readouterr().err
+
+
+TINY = ["--preset", "tiny", "--set", "data.train_size=64", "--set", "data.val_size=16",
+        "--set", "data.test_size=16"]
+GRID = ["--task", "listops", "--attn", "softmax", "--seeds", "0", *TINY, "--grid", "train.lr=1e-3,3e-3"]
+
+
+def test_a_shard_never_decides_the_grids_choice(tmp_path, capsys):
+    """Issue 52 item 1, fails on 69b79f7: each shard of an array chose among its own cells and
+    overwrote selections/; the last to finish (lr 3e-3: validation 30, test 60) replaced the right
+    choice (lr 1e-3: validation 40). Shard 0/2 holds lr 1e-3, shard 1/2 lr 3e-3. A shard keeps a
+    choice only once the whole grid has results (then every shard makes the same one), else names
+    the command that chooses; ``--select --shard`` is refused."""
+    res = tmp_path / "res"
+    flags = [*GRID, "--results-dir", str(res), "--workdirs", str(tmp_path / "wd"),
+             "--no-leaderboard"]
+    seed0 = ["--task", "listops", "--attn", "softmax", "--seed", "0", *TINY]
+    kept = res / "selections" / "listops__softmax__tiny__lra.json"
+    # shard 0 finishes first (its cell's result is there: skipped), the other shard's is not done
+    write_grid_result(res, "lr1e-3.json", [*seed0, "--set", "train.lr=1e-3"], val=0.40, test=0.20)
+    assert sweep.main([*flags, "--shard", "0/2"]) == 0
+    err = capsys.readouterr().err
+    assert not kept.exists(), "a shard chose over its slice of the grid"
+    assert "listops/softmax: not chosen: 1 of 2 cells" in err and "train.lr=3e-3] seed 0 (run" in err
+    command = err.split("once every shard finished:\n  ")[1].splitlines()[0]
+    assert "--shard" not in command and command.endswith("--select")
+    # shard 1 finishes last: the grid is whole, the choice is made over all of it
+    write_grid_result(res, "lr3e-3.json", [*seed0, "--set", "train.lr=3e-3"], val=0.30, test=0.60)
+    assert sweep.main([*flags, "--shard", "1/2"]) == 0
+    assert json.loads(kept.read_text())["chosen"]["values"] == {"train.lr": 0.001}
+    assert "chosen train.lr=0.001: test 20.00" in capsys.readouterr().err
+    before = kept.read_bytes()
+    assert sweep.main([*flags, "--shard", "1/2", "--select"]) == 2
+    assert "never a shard of it: drop --shard" in capsys.readouterr().err
+    assert kept.read_bytes() == before
+    # the command the first shard named chooses the same
+    kept.unlink()
+    assert sweep.main(shlex.split(command)[3:]) == 0
+    assert "chosen train.lr=0.001" in capsys.readouterr().out
+    assert json.loads(kept.read_text())["chosen"]["values"] == {"train.lr": 0.001}
+    kept.unlink()
+    (res / "selections").rmdir()
+    (res / "selections").write_text("")  # a choice that cannot be kept: one line, exit 1
+    assert sweep.main(shlex.split(command)[3:]) == 1
+    assert "error: cannot keep the selection under" in capsys.readouterr().out
 
 
 @pytest.mark.slow

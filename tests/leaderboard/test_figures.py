@@ -153,3 +153,52 @@ def test_scaling_chart_has_one_legend_in_paper_names():
     sup = fig._suptitle.get_window_extent(renderer)
     for ax in fig.axes:
         assert not _boxes_overlap(sup, ax.get_tightbbox(renderer))
+
+
+# --- The reference figures are a function of the result files and the pinned versions ---------
+
+
+def test_constraints_pin_the_versions_that_drew_the_reference_figures():
+    """constraints.txt (README's install uses it) pins exactly the drawing libraries, at the
+    versions results/figures/drawn-with.txt says drew the committed figures."""
+    pinned = figures.pins((REPO / "constraints.txt").read_text())
+    drew = figures.pins((RESULTS / "figures" / figures.DRAWN_WITH).read_text())
+    assert set(pinned) == set(figures.DRAWING_LIBRARIES)
+    assert pinned == drew
+
+
+def test_the_reference_figures_regenerate_byte_for_byte_with_the_pinned_versions():
+    """With the pinned versions installed, every committed figure file is rewritten with the same
+    bytes (a few drawings of each kind here: all 40 take half a minute). Other versions may write
+    other bytes: then this skips, saying which."""
+    from lra.leaderboard.build import build_all
+
+    installed = figures.pins(figures.drawn_with())
+    pinned = figures.pins((REPO / "constraints.txt").read_text())
+    if installed != pinned:
+        pytest.skip(f"drawing libraries {installed} are not the pinned {pinned} (constraints.txt)")
+    figs = build_all(RESULTS)["figures"]
+    committed = {p.name for p in (RESULTS / "figures").iterdir()} - {figures.DRAWN_WITH}
+    assert set(figs) == committed
+    stems = sorted({name.split(".")[0].removesuffix("-onecolumn") for name in figs})
+    chosen = [s for s in stems if s.startswith("curves-")][:1] + [
+        s for s in stems if s.endswith("-bubble")][:1]
+    assert len(chosen) == 2
+    for name in sorted(figs):
+        if name.split(".")[0].removesuffix("-onecolumn") in chosen:
+            assert figs[name] == (RESULTS / "figures" / name).read_bytes(), name
+
+
+def test_the_leaderboard_records_the_versions_and_says_when_they_changed(tmp_path):
+    """figures/drawn-with.txt is written with the figures; a build with other versions than the
+    figures there before says so (their bytes may differ for that alone)."""
+    from lra.leaderboard.build import _record_versions
+
+    assert _record_versions(tmp_path) == ""  # nothing before: nothing to compare
+    assert (tmp_path / figures.DRAWN_WITH).read_text() == figures.drawn_with()
+    assert _record_versions(tmp_path) == ""  # same versions
+    (tmp_path / figures.DRAWN_WITH).write_text("matplotlib==0.1\nfonttools==0.2\n")
+    said = _record_versions(tmp_path)
+    assert "matplotlib 0.1 -> " in said and "fonttools 0.2 -> " in said and "constraints.txt" in said
+    assert figures.pins((tmp_path / figures.DRAWN_WITH).read_text()) == figures.pins(
+        figures.drawn_with())

@@ -140,7 +140,9 @@ def _grid_args(tmp_path, *extra):
 
 def test_select_never_chooses_a_nan_or_a_result_that_dry_run_calls_a_conflict(tmp_path, capsys):
     """Fails on a05bdf0: --select chose lr=3e-3 from a result made on other data, which --dry-run
-    calls a conflict; with a NaN validation accuracy it chose the NaN (both exit 0)."""
+    calls a conflict; with a NaN validation accuracy it chose the NaN (both exit 0). Neither
+    counts as done, so the grid is not whole and nothing is chosen over its other half (issue 52:
+    a choice is made over the whole grid)."""
     res = tmp_path / "res"
     good, other = _config(0, "train.lr=1e-3"), _config(0, "train.lr=3e-3")
     now = _now(other)
@@ -153,14 +155,16 @@ def test_select_never_chooses_a_nan_or_a_result_that_dry_run_calls_a_conflict(tm
            "other data" in dry
     assert sweep.main(_grid_args(tmp_path, "--select")) == 1
     out = capsys.readouterr().out
-    assert "chosen train.lr=0.001" in out and "* train.lr=0.003" not in out
+    assert "chosen train" not in out and "listops/softmax: not chosen: 1 of 2 cells" in out
     assert "listops/softmax [train.lr=3e-3] seed 0 (conflict: result other_data.json" in out
+    assert not (res / "selections").exists()
 
     nan = result_record(other.to_dict(), val=math.nan, fingerprint=_now(other))
     _write(res, "other_data", nan)  # now on this data, but its validation accuracy is NaN
     assert sweep.main(_grid_args(tmp_path, "--select")) == 1
     out, err = capsys.readouterr()
-    assert "chosen train.lr=0.001" in out
+    assert "chosen train" not in out and "[train.lr=3e-3] seed 0 (run" in out
+    assert not (res / "selections").exists()
     assert any("other_data.json: metrics.best_val_accuracy: expected a finite number" in ln
                for ln in _stderr_skips(err))
 
@@ -233,6 +237,26 @@ def test_latex_keeps_override_and_other_data_rows_out_of_the_ranked_table(tmp_pa
     assert "data bbbbbbbb" not in ranked
     assert "not ranked" in variants and "\\textbf" not in variants
     assert "num\\_steps=2" in variants and "data bbbbbbbb" in variants
+
+
+def test_grid_runs_on_other_data_never_push_the_preset_runs_out_of_the_ranked_table(tmp_path):
+    """Issue 52 item 5, fails on 69b79f7: the column's data was the fingerprint most runs read,
+    grid and --set runs counted; three grid points on other data relabelled the preset's only run
+    `softmax [data aaaaaaaa]` and the ranked table had no row. The preset's own runs choose."""
+    res = tmp_path / "results"
+    _write(res, "preset", _on(run_record("listops", "softmax", "small", 0, 0.4, 0.4), A))
+    for steps in (2, 3, 4):
+        override = _on(run_record("listops", "softmax", "small", 0, 0.5, 0.5), B)
+        override["config"]["train"]["num_steps"] = override["metrics"]["steps"] = steps
+        override["overrides"] = {"train.num_steps": steps}
+        _write(res, f"grid{steps}", override)
+    rows = {str(k.row) for k in reader.read(res).cells()}
+    assert rows == {"softmax", *(f"softmax [train.num_steps={n}, data bbbbbbbb]" for n in (2, 3, 4))}
+    ranked = build_all(res, [])["markdown"].split("Test accuracy at the best-validation step")[0]
+    assert "| softmax | **40.00 (1)** |" in ranked
+    # without a preset run in the column, the runs there decide, as before
+    (res / "runs" / "preset.json").unlink()
+    assert "softmax [train.num_steps=2]" in {str(k.row) for k in reader.read(res).cells()}
 
 
 def test_equal_means_are_both_best_and_neither_is_merely_tied(tmp_path):
