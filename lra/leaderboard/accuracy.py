@@ -8,7 +8,7 @@ from collections import defaultdict
 from typing import Any
 
 import tasks
-from lra.leaderboard import identity
+from lra.leaderboard import budget, identity
 from lra.leaderboard.cells import CELL_LEGEND, cell_objects, md_code, md_table, md_text
 from lra.leaderboard.curves import CurvesError, chance_level
 from lra.leaderboard.load import device_label, task_columns
@@ -81,23 +81,30 @@ def _table(group: list[dict], metric: str, title: str, *, ranked: bool,
             chance[(r["_row"], r["task"])] += bool(at_chance(r, metric))
     attns = sorted({r["_row"] for r in group})
     rows = []
+    where = {**(where or {}), "budget": budget.budget(group), "hardware": budget.hardware(group)}
     columns = task_columns(group)
     objects = cell_objects(cells, attns, columns, ranked=ranked, at_chance=chance)
     marked = {k: c.text() for k, c in objects.items()}
     if collect is not None:
         family = {r["_row"]: r["attention"] for r in group}
         diff = {r["_row"]: identity.variant_label(r["_diff"]) for r in group}
-        collect += [{**(where or {}), "metric": metric, "task": t, "row": a, "family": family[a],
-                     "overrides": diff[a], "cell": objects[(a, t)]}
+        per_task = budget.budgets(group)
+        collect += [{**where, "task_budget": per_task[t], "metric": metric, "task": t, "row": a,
+                     "family": family[a], "overrides": diff[a], "cell": objects[(a, t)]}
                     for a in attns for t in columns if objects[(a, t)].stats is not None]
+    # The average column only where some row has all five of LRA's averaged tasks.
+    averaged = any(all(cells[(a, t)] for t in AVG_TASKS) for a in attns)
     for a in attns:
         row = [md_text(a)] + [marked[(a, t)] for t in columns]
         means = [statistics.fmean(cells[(a, t)]) for t in AVG_TASKS if cells[(a, t)]]
-        row.append(f"{100 * statistics.fmean(means):.2f}" if len(means) == len(AVG_TASKS)
-                   else "—")
+        if averaged:
+            row.append(f"{100 * statistics.fmean(means):.2f}" if len(means) == len(AVG_TASKS)
+                       else "—")
         rows.append(row)
-    return [f"{title} (%). {CELL_LEGEND}", ""] + md_table(
-        ["attention", *(_column(t, metric) for t in columns), "avg (5 tasks)"], rows) + [""]
+    return [f"{title} (%). {CELL_LEGEND}", "",
+            f"Budget: {md_text(where['budget'])}. Hardware: {md_text(where['hardware'])}.", ""] + md_table(
+        ["attention", *(_column(t, metric) for t in columns)] + (["avg (5 tasks)"] if averaged else []),
+        rows) + [""]
 
 
 def accuracy_section(runs: list[dict[str, Any]],

@@ -26,22 +26,21 @@ import unicodedata
 from collections import Counter
 from typing import Any
 
-from lra.leaderboard import names, published
+from lra.leaderboard import budget, names, published
 from lra.leaderboard.accuracy import AVG_TASKS, HEADLINE, MODERN_HEADLINE_AND_SECOND
 from lra.leaderboard.load import task_columns
 from lra.leaderboard.published import TASKS
 
 CSV_COLUMNS = ("protocol", "preset", "device", "metric", "task", "family", "overrides", "row", "n",
                "mean", "std", "ci_low", "ci_high", "at_chance", "best", "tied", "few_seeds",
-               "ci_clipped", "family_name", "task_name", "source")
+               "ci_clipped", "family_name", "task_name", "source", "budget", "hardware")
 PUBLISHED_PRESET = "published"
 # Published modern rows of the families this suite has (the rest keep their label as the family).
 MODERN_AS_FAMILY = {"S5": "s5", "S4D-Inv": "s4d", "LRU": "lru", "Mega": "mega"}
-PRESET_BUDGETS = {
-    "paper": "LRA's published budget",
-    "small": "a shortened budget that learns on a laptop CPU",
-    "tiny": "a smoke-test budget",
-}
+
+
+def published_budget(protocol: str) -> str:
+    return budget.LRA_PUBLISHED_BUDGET if protocol == "lra" else budget.MODERN_PUBLISHED_BUDGET
 
 
 def _num(x: float | None) -> str:
@@ -81,14 +80,16 @@ def to_csv(cells: list[dict[str, Any]]) -> str:
         w.writerow([c["protocol"], c["preset"], c["device"], c["metric"], c["task"], c["family"],
                     c["overrides"], c["row"], s.n, _num(s.mean), _num(s.std), _num(s.low),
                     _num(s.high), cell.at_chance, int(cell.best), int(cell.tied), int(cell.few),
-                    int(s.clipped), names.family_name(c["family"]), names.task_name(c["task"]), ""])
+                    int(s.clipped), names.family_name(c["family"]), names.task_name(c["task"]), "",
+                    c.get("task_budget", ""), c.get("hardware", "")])
     for p in _published_rows():
         value = p["value"]
         w.writerow([p["protocol"], PUBLISHED_PRESET, "", _headline(p["protocol"]), p["task"],
                     p["family"], "", p["row"], "", "" if isinstance(value, str) else _num(value),
                     "", "", "", "", "", "", "", "", names.family_name(p["family"]),
                     names.task_name(p["task"]), p["source"] + ("" if not isinstance(value, str)
-                                                                else f" (printed {value})")])
+                                                                else f" (printed {value})"),
+                    published_budget(p["protocol"]), ""])
     return buf.getvalue()
 
 
@@ -196,13 +197,48 @@ def _label(*parts: str) -> str:
 
 
 def _float(caption: str, label: str, columns: list[str], body: list[str], *,
-           size: str = r"\footnotesize") -> list[str]:
+           size: str = r"\footnotesize", legend: str = "") -> list[str]:
+    """One float: a ``table`` where the tabular fits a column of a two-column paper
+    (``fits_column``), else a ``table*`` (the full text width there; an ordinary float in one
+    column). ``legend``: the line under the tabular that explains its marks."""
     header = " & ".join(columns)
-    return [r"\begin{table*}[tbp]", r"\centering", size, r"\setlength{\tabcolsep}{3.5pt}",
+    env = "table" if fits_column([header, *body]) else "table*"
+    note = [rf"\par\smallskip{{\scriptsize {legend}\par}}"] if legend else []
+    return [rf"\begin{{{env}}}[tbp]", r"\centering", size, r"\setlength{\tabcolsep}{3.5pt}",
             rf"\caption{{{caption}}}", rf"\label{{{label}}}",
             r"\begin{tabular}{@{}l" + "r" * (len(columns) - 1) + "@{}}", r"\toprule",
-            header + r" \\", r"\midrule", *body, r"\bottomrule", r"\end{tabular}",
-            r"\end{table*}", ""]
+            header + r" \\", r"\midrule", *body, r"\bottomrule", r"\end{tabular}", *note,
+            rf"\end{{{env}}}", ""]
+
+
+# The narrowest column a float goes into: IEEEtran's two-column conference page is 252 pt wide,
+# article's two-column 10pt page 229 pt. A \footnotesize character is about 4.4 pt on average
+# (digits 4 pt, capitals wider), a column gap 7 pt (\tabcolsep 3.5 pt twice).
+COLUMN_PT = 225.0
+CHAR_PT = 4.4
+GAP_PT = 7.0
+
+
+def _visible(cell: str) -> int:
+    """The number of characters a LaTeX cell prints, roughly (a mark counts one)."""
+    text = re.sub(r"\$[^$]*\$", "x", cell)
+    text = re.sub(r"\\[a-zA-Z]+\s?", "", text)
+    return len(re.sub(r"[{}\\]", "", text).strip())
+
+
+def fits_column(lines: list[str]) -> bool:
+    """Whether a tabular of ``lines`` (its header and body rows, LaTeX) fits one column of a
+    two-column paper (``COLUMN_PT``): the widest cell of each column in characters."""
+    widths: list[int] = []
+    for line in lines:
+        if line.startswith("\\") and "&" not in line:  # a rule, a spanning note
+            continue
+        cells = re.sub(r"\\\\(\[[^]]*\])?\s*$", "", line).split(" & ")
+        widths += [0] * (len(cells) - len(widths))
+        for i, cell in enumerate(cells):
+            if "multicolumn" not in cell:
+                widths[i] = max(widths[i], _visible(cell))
+    return sum(widths) * CHAR_PT + GAP_PT * max(len(widths) - 1, 0) <= COLUMN_PT
 
 
 # A cell's std goes on the mean's line while the table is narrow enough for a one-column page; on
@@ -268,41 +304,45 @@ def _columns(table: dict[tuple[str, str], dict[str, Any]]) -> tuple[list[str], b
     return columns, avg
 
 
-def device_words(device: str) -> str:
-    """``cpu x1`` -> ``1 CPU``; ``NVIDIA H100 80GB HBM3 x8`` -> ``8 x NVIDIA H100 80GB HBM3``."""
-    kind, _, count = device.rpartition(" x")
-    if not kind or not count.isdigit():
-        return device
-    kind = "CPU" if kind == "cpu" else kind
-    return f"1 {tex_escape(kind)}" if count == "1" else f"{count} $\\times$ {tex_escape(kind)}"
-
-
-def _where(protocol: str, preset: str, device: str) -> str:
+def _where(protocol: str, preset: str, spent: str, kit: str) -> str:
+    """The protocol, the preset, its budget and hardware (``lra.leaderboard.budget``)."""
     proto = "LRA's protocol" if protocol == "lra" else "the families' published (modern) recipes"
-    budget = PRESET_BUDGETS.get(preset, "")
-    return (rf"{proto}, preset \texttt{{{tex_escape(preset)}}}"
-            + (f" ({budget})" if budget else "") + f", on {device_words(device)}")
+    return (rf"{proto}, preset \texttt{{{tex_escape(preset)}}} ({tex_escape(spent)}; "
+            f"{tex_escape(kit)})")
 
 
-def _caption(protocol: str, preset: str, device: str, usual: int, variant: bool, *,
-             spread: str = "under", all_tasks: bool = True, avg: bool = True) -> str:
-    metric = ("the best-validation step (the modern protocol's headline)" if protocol == "modern"
-              else "the last step (LRA's headline)")
-    head = (f"Test accuracy (\\%) at {metric}, {_where(protocol, preset, device)}. Each cell: the "
-            f"mean over {usual} seeds"
-            + (f", the sample standard deviation {spread} it." if spread else
-               " (the standard deviations: the CSV and the measured table).")
-            + ("" if all_tasks else " Tasks without a run here are left out."))
-    if variant:
-        return (head + " Runs whose config is not the preset's (the keys that differ, in brackets) "
-                "or whose data is not the column's (its fingerprint): not ranked, never "
-                r"averaged with the preset's runs. $^{\dagger}$: fewer seeds; $^{\circ}$: a seed at "
-                "chance.")
-    return (head + r" \textbf{Bold}: the best mean of the task among cells with no seed at chance; "
-            r"$^{\approx}$: its 95\% interval (Student-t, clipped to [0, 100]) overlaps the best's; "
-            r"$^{\dagger}$: fewer seeds; $^{\circ}$: at least one seed within one standard error "
-            r"of chance (never bold)."
-            + (" Avg: the five tasks LRA averages (Path-X left out)." if avg else ""))
+def _caption(protocol: str, preset: str, where: tuple[str, str], usual: int, variant: bool, *,
+             spread: str = "under", tuned: bool = False) -> str:
+    """One or two sentences: what the table measured (metric, protocol, preset, budget, hardware)
+    and what a cell is; the marks are explained in the legend line under the table."""
+    metric = "the best-validation step" if protocol == "modern" else "the last step"
+    kind = ("tuned rows" if tuned else "rows of another config or data (not ranked)" if variant
+            else "")
+    return (f"Test accuracy (\\%) at {metric}, {_where(protocol, preset, *where)}"
+            + (f"; {kind}" if kind else "") + f". Mean over {usual} seed{'' if usual == 1 else 's'}"
+            + {"under": r", $\pm$ std under it.", "after": r" $\pm$ std.",
+               "": "."}[spread if usual > 1 else ""])
+
+
+MARK_WORDS = {
+    "best": r"\textbf{bold}: the task's best mean among cells with no seed at chance",
+    "tied": r"$^{\approx}$: 95\% interval overlaps the best's",
+    "few": r"$^{\dagger}$: fewer seeds",
+    "chance": r"$^{\circ}$: a seed at chance (within one standard error of 1/classes, or no "
+              r"better than the majority class)",
+    "avg": "Avg: the five tasks LRA averages",
+}
+
+
+def _legend(table: dict[tuple[str, str], dict[str, Any]], avg: bool) -> str:
+    """The marks this table uses, each explained once, under it."""
+    cells = [c["cell"] for c in table.values()]
+    used = [key for key, present in (("best", any(c.best for c in cells)),
+                                     ("tied", any(c.tied for c in cells)),
+                                     ("few", any(c.few for c in cells)),
+                                     ("chance", any(c.at_chance for c in cells)), ("avg", avg))
+            if present]
+    return "; ".join(MARK_WORDS[k] for k in used) + ("." if used else "")
 
 
 def _groups(cells: list[dict[str, Any]]) -> dict[tuple, dict[tuple[str, str], dict[str, Any]]]:
@@ -337,30 +377,33 @@ def _document(lines: list[str]) -> str:
             f"as #2 for XeLaTeX or LuaLaTeX).\n{UNICODE_COMMAND}\n\n{body}")
 
 
-TUNED_CAPTION = (" Tuned on validation: each row is the grid point \\texttt{lra.sweep --select} "
-                 "chose for its task and family (the best mean validation accuracy over seeds; "
-                 "test read only for it), the chosen values in brackets; ranked among the tuned "
-                 "rows only, never with the preset's runs.")
+TUNED_CAPTION = (" Each row: the grid point \\texttt{lra.sweep --select} chose on validation (values "
+                 "in brackets); ranked among the tuned rows only.")
 
 
 def _measured_table(key: tuple, table: dict[tuple[str, str], dict[str, Any]],
                     extra_body: list[str] = (), extra_caption: str = "",
                     all_tasks: bool = False, tuned: bool = False) -> list[str]:
     protocol, preset, device, variant = key
-    columns, avg = (list(TASKS), True) if all_tasks else _columns(table)
+    columns, avg = _columns(table)
+    if all_tasks:  # beside the published rows: their columns, and their Avg
+        columns, avg = list(TASKS), True
     # Next to the published rows (means only, as printed) a measured row is its means too.
     std = not extra_body
     body = _measured_body(table, columns, avg, std=std) + list(extra_body)
     header = ["Model", *(tex_escape(names.task_name(t)) for t in columns)] + (["Avg"] if avg else [])
     rows = len({r for r, _ in table})
     two_line = len(columns) > ONE_LINE_COLUMNS and std
-    caption = _caption(protocol, preset, device, _usual_n(table), variant,
-                       spread="under" if two_line else "after" if std else "",
-                       all_tasks=all_tasks or len(columns) == len(TASKS), avg=avg)
+    first = next(iter(table.values()))
+    caption = _caption(protocol, preset, (first.get("budget", ""), first.get("hardware", device)),
+                       _usual_n(table), variant, tuned=tuned,
+                       spread="under" if two_line else "after" if std else "")
     return _float(caption + (TUNED_CAPTION if tuned else "") + extra_caption,
                   _label("tuned" if tuned else "beside" if extra_body else "", protocol, preset,
                          device, "variants" if variant else ""), header, body,
-                  size=r"\scriptsize" if two_line and rows > LONG_TABLE_ROWS else r"\footnotesize")
+                  size=(r"\scriptsize" if rows > LONG_TABLE_ROWS and (two_line or extra_body)
+                        else r"\footnotesize"),
+                  legend=_legend(table, avg))
 
 
 def to_tex(cells: list[dict[str, Any]], tuned: list[dict[str, Any]] = ()) -> str:
@@ -397,11 +440,14 @@ def _published_body(protocol: str, columns: list[str]) -> list[str]:
     averages = {label: avg for label, (_, avg, _) in published.MODERN_PUBLISHED.items()}
     for _, table in published.SOURCES:
         averages.update({family: values[-1] for family, values in table.items()})
-    for row in dict.fromkeys(p["row"] for p in rows):
+    def printed(row: str) -> str:
+        return names.family_name(row) if row in names.declared("attention") else row.split(" (")[0]
+
+    # In the order of the names printed, not of the registry ids behind them.
+    for row in sorted(dict.fromkeys(p["row"] for p in rows), key=lambda r: (printed(r).lower(), r)):
         mine = [p for p in rows if p["row"] == row]
         values = {p["task"]: p["value"] for p in mine}
-        name = (names.family_name(row) if row in names.declared("attention")
-                else row.split(" (")[0])
+        name = printed(row)
         cells = ["--" if t not in values else
                  (values[t] if isinstance(values[t], str) else f"{values[t]:.2f}") for t in columns]
         avg = averages.get(row)
@@ -438,5 +484,6 @@ def to_tex_with_published(cells: list[dict[str, Any]]) -> str:
         extra += _published_body(protocol, columns)
         lines += _measured_table(
             key, table, extra, " Under the rule: published rows of the same protocol, as printed, "
-            "never ranked with the measured rows above. " + _sources_note(protocol), all_tasks=True)
+            f"never ranked with the measured rows above, at another budget ("
+            f"{tex_escape(published_budget(protocol))}). " + _sources_note(protocol), all_tasks=True)
     return _document(lines)

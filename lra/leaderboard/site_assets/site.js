@@ -167,6 +167,7 @@
       el("p", { class: "note" }, v.protocol === "modern"
         ? "The families' published modern recipes (--protocol modern): never ranked with the LRA protocol's tables."
         : "LRA's protocol: the headline is test accuracy at the last step, as LRA's Table 1 reports."),
+      el("p", { class: "note budget" }, "Budget: " + v.budget + ". Hardware: " + v.hardware + "."),
       el("form", { class: "controls", onsubmit: function (e) { e.preventDefault(); } },
         el("label", null, el("span", null, "Metric"), metricSel),
         el("label", null, el("span", null, "Kind"), kindSel),
@@ -268,7 +269,8 @@
     if (pubs.length) {
       add(table, el("tbody", { class: "published" },
         el("tr", { class: "group" }, el("th", { colspan: n, scope: "rowgroup" },
-          "Published (not measured here): cells as printed, never ranked with the measured rows")),
+          "Published (not measured here; at another budget: " + state.view.publishedBudget +
+          "): cells and averages as printed (the recomputation beside an average where it differs), never ranked with the measured rows")),
         sorted(pubs, true).map(function (r) { return publishedRow(r, cols); })));
     }
   }
@@ -334,8 +336,8 @@
         return el("td", { class: "num" + (cell ? "" : " none"), "data-task": c.id,
           "data-tip": cell ? "as printed in " + r.source : null }, cell ? cell.t : "—");
       }),
-      el("td", { class: "num avg", "data-tip": "recomputed from the printed cells" +
-        (r.printed ? "; printed: " + r.printed : "") }, fmt(r.avg)));
+      el("td", { class: "num avg", "data-tip": (r.printed ? "printed: " + r.printed + "; " : "") +
+        "recomputed from the printed cells: " + fmt(r.avg) }, r.avgText || fmt(r.avg)));
   }
 
   // ------------------------------------------------------------------------------------------

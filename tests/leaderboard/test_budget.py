@@ -1,0 +1,90 @@
+"""Every table says what it measured and a paper takes it as it is (issue 54): the budget and the
+hardware in every output, the printed average beside the recomputed one, a table's width from its
+columns, short captions with the marks explained once, rows in the order of the printed names."""
+
+import csv
+import io
+import json
+import re
+
+from helpers import run_record
+
+from lra.leaderboard import site
+from lra.leaderboard.build import build_all
+
+HOST = {"cpu": "Test CPU 9000", "cores": 4}
+
+
+def _results(tmp_path, seeds=(0, 1), task="listops"):
+    results = tmp_path / "results"
+    (results / "runs").mkdir(parents=True)
+    for seed in seeds:
+        record = run_record(task, "softmax", "small", seed, 0.4 + seed / 100, 0.4 + seed / 100)
+        record["device"]["host"] = HOST
+        record["versions"] = {"jax": "9.9.9", "flax": "1.2.3", "numpy": "0.0.1"}
+        (results / "runs" / f"{task}-{seed}.json").write_text(json.dumps(record))
+    return results
+
+
+def _site_data(out):
+    page = out["site"]["index.html"].decode()
+    return json.loads(re.search(r'<script id="data" type="application/json">(.*?)</script>',
+                                page, re.S)[1])
+
+
+def test_every_output_states_the_budget_and_the_hardware(tmp_path):
+    """Fails on 049feb4: `small` was named, never described (lengths, model, steps), and the CPU
+    model and library versions recorded in every file were printed nowhere."""
+    out = build_all(_results(tmp_path), [])
+    words = "ListOps lengths 20-150, depth ≤ 6, a 2 × 64 model, 1,000 steps of batch 32; 2 seeds"
+    assert f"Budget: {words}. Hardware: 1 CPU (Test CPU 9000, 4 cores); jax 9.9.9, flax 1.2.3." \
+        in out["markdown"].replace("\\<", "<")
+    rows = list(csv.DictReader(io.StringIO(out["csv"])))
+    measured = [r for r in rows if r["preset"] == "small"]
+    assert measured and all(r["budget"] == "lengths 20-150, depth ≤ 6, a 2 × 64 model, 1,000 "
+                            "steps of batch 32; 2 seeds" for r in measured)
+    assert all("Test CPU 9000" in r["hardware"] for r in measured)
+    published = [r for r in rows if r["preset"] == "published" and r["protocol"] == "lra"]
+    assert published and all(r["budget"].startswith("LRA's budget") for r in published)
+    caption = re.search(r"\\caption\{(.*)\}", out["tex"])[1]
+    assert r"ListOps lengths 20-150, depth $\leq$ 6, a 2 $\times$ 64 model, 1,000 steps" in caption
+    assert "Test CPU 9000, 4 cores" in caption and "jax 9.9.9" in caption
+    beside = re.search(r"\\caption\{(.*)\}", out["tex_published"])[1]
+    assert "1,000 steps" in beside and "at another budget (LRA's budget: ListOps lengths " \
+        "500-2,000" in beside
+    [view] = _site_data(out)["views"]
+    assert view["budget"] == "ListOps " + words.replace("ListOps ", "", 1)
+    assert view["hardware"].startswith("1 CPU (Test CPU 9000, 4 cores)")
+    assert view["publishedBudget"].startswith("LRA's budget")
+
+
+def test_a_published_average_shows_what_was_printed_and_the_recomputation_beside_it():
+    """Fails on 049feb4: the page's average of Sinkhorn was the recomputed 51.48 under "cells as
+    printed"; the printed 51.39 only in a tooltip."""
+    rows = {r["name"]: r for r in site._published_rows("lra")}
+    assert rows["Sinkhorn Transformer"]["avgText"] == "51.39 (recomputed 51.48)"
+    assert rows["Transformer"]["avgText"] == "54.39"  # equal: printed alone
+    modern = {r["name"]: r for r in site._published_rows("modern")}
+    assert modern["S5"]["avgText"].endswith("(recomputed)")  # the paper printed a 6-task avg
+
+
+def test_published_rows_follow_the_printed_names():
+    """Fails on 049feb4: ordered by registry id (sinkhorn, softmax, sparse) while printing
+    "Sinkhorn Transformer, Transformer, Sparse Transformer"."""
+    shown = [r["name"] for r in site._published_rows("lra")]
+    assert shown == sorted(shown, key=str.lower)
+
+
+def test_width_follows_the_table_and_marks_are_explained_once(tmp_path):
+    """Fails on 049feb4: every table was a table*, its caption a paragraph repeating every mark;
+    "the mean over 1 seeds"; an all-"—" average column with one task."""
+    out = build_all(_results(tmp_path, seeds=(0,)), [])
+    measured, *published = re.split(r"(?=\\begin\{table)", out["tex"])[1:]
+    assert measured.startswith("\\begin{table}[") and "\\end{table}" in measured
+    assert all(p.startswith("\\begin{table*}") for p in published)  # six tasks: the full width
+    caption = re.search(r"\\caption\{(.*)\}", measured)[1]
+    assert "Mean over 1 seed." in caption and "seeds" not in caption.split("Mean over")[1]
+    assert "bold" not in caption.lower() and "Avg" not in measured
+    assert measured.count("the task's best mean") == 1  # the legend line, once
+    [table] = [ln for ln in out["markdown"].splitlines() if ln.startswith("| attention | listops")][:1]
+    assert "avg" not in table
