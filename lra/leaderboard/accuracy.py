@@ -41,16 +41,31 @@ MODERN_HEADLINE_AND_SECOND = (
 EVALUATED = {HEADLINE: "test_at_last", BEST_VAL: "test_at_best_val"}
 
 
+def majority_share(record: dict[str, Any], n: int) -> float | None:
+    """The share of its test split's most common class (what a constant predictor scores at
+    best), from the file's ``data.class_counts.test``; None where the file does not record it or
+    the counts are not of the ``n`` examples evaluated (an evaluation cut short)."""
+    counts = ((record.get("data") or {}).get("class_counts") or {}).get("test")
+    if not counts or sum(counts) != n:
+        return None
+    return max(counts) / n
+
+
 def at_chance(record: dict[str, Any], metric: str) -> bool | None:
     """Whether ``record``'s ``metric`` is at chance: within one standard error of 1/classes on the
     examples it was measured on, sqrt(p (1 - p) / n) (the rule of the at-chance notice,
-    ``lra.metrics_log``). None where the file does not say how many examples that was."""
+    ``lra.metrics_log``), or no better than predicting the test split's majority class for every
+    example (``majority_share``, where the file records the split's class counts). None where the
+    file does not say how many examples that was."""
     value = record["metrics"].get(metric)
     data = record.get("data") or {}
     n = (data.get("evaluated") or {}).get(EVALUATED.get(metric, ""))
     n = n if n else (data.get("examples") or {}).get("test")
     if value is None or not n:
         return None
+    majority = majority_share(record, n)
+    if majority is not None and value <= majority + 1e-9:  # a file's float of k/n
+        return True
     try:
         level = chance_level(record["task"], "test_accuracy")  # 1/classes, for either metric
     except CurvesError:  # a task no longer registered here

@@ -48,7 +48,8 @@ MARKS = {
             "no real difference",
     "few": "† fewer seeds than this table's usual number",
     "chance": "k of the n seeds within one standard error of chance (1/classes on the test "
-              "examples the run evaluated)",
+              "examples the run evaluated) or no better than predicting the test split's "
+              "majority class every time",
 }
 
 

@@ -88,3 +88,42 @@ def test_width_follows_the_table_and_marks_are_explained_once(tmp_path):
     assert measured.count("the task's best mean") == 1  # the legend line, once
     [table] = [ln for ln in out["markdown"].splitlines() if ln.startswith("| attention | listops")][:1]
     assert "avg" not in table
+
+
+def test_a_constant_predictor_is_at_chance(tmp_path):
+    """Fails on 049feb4: tiny ListOps, 64 test examples whose most common class holds 10: four
+    seeds scoring exactly 15.62% (that class every time) were not at chance (1/10 = 10%, one
+    standard error 3.75%) and the cell was ranked; the majority class of the split now counts."""
+    results = tmp_path / "results"
+    (results / "runs").mkdir(parents=True)
+    counts = [10, 9, 9, 6, 6, 6, 6, 6, 3, 3]  # 64 examples, majority 10/64 = 15.625%
+    for family, accuracy in (("softmax", 10 / 64), ("linear", 0.5)):
+        for seed in range(4):
+            record = run_record("listops", family, "small", seed, accuracy, accuracy)
+            record["data"] = {"evaluated": {"val": 64, "test_at_best_val": 64, "test_at_last": 64},
+                              "examples": {"test": 64}, "class_counts": {"test": counts}}
+            (results / "runs" / f"{family}-{seed}.json").write_text(json.dumps(record))
+    out = build_all(results, [])
+    rows = {r["family"]: r for r in csv.DictReader(io.StringIO(out["csv"]))
+            if r["metric"] == "test_accuracy_at_last" and r["preset"] == "small"}
+    assert (rows["softmax"]["mean"], rows["softmax"]["at_chance"]) == ("15.6250", "4")
+    assert rows["linear"]["at_chance"] == "0"
+    # one class short of the split's size (an evaluation cut short): the counts are not used
+    for record in (results / "runs").glob("softmax-*.json"):
+        r = json.loads(record.read_text())
+        r["data"]["class_counts"]["test"] = counts[:-1] + [2]
+        record.write_text(json.dumps(r))
+    rows = {r["family"]: r for r in csv.DictReader(io.StringIO(build_all(results, [])["csv"]))
+            if r["metric"] == "test_accuracy_at_last" and r["preset"] == "small"}
+    assert rows["softmax"]["at_chance"] == "0"
+
+
+def test_class_counts_that_are_not_counts_are_refused(tmp_path):
+    results = tmp_path / "results"
+    (results / "runs").mkdir(parents=True)
+    record = run_record("listops", "softmax", "small", 0, 0.3, 0.3)
+    record["data"] = {"evaluated": {"test_at_last": 64}, "class_counts": {"test": [1, -2]}}
+    (results / "runs" / "bad.json").write_text(json.dumps(record))
+    skipped = []
+    build_all(results, skipped)
+    assert len(skipped) == 1 and "data.class_counts.test" in skipped[0]
