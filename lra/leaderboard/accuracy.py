@@ -83,7 +83,8 @@ def _column(task: str, metric: str) -> str:
 
 
 def _table(group: list[dict], metric: str, title: str, *, ranked: bool,
-           collect: list[dict[str, Any]] | None = None, where: dict[str, str] | None = None) -> list[str]:
+           collect: list[dict[str, Any]] | None = None, where: dict[str, str] | None = None,
+           tasks: frozenset[str] | None = None) -> list[str]:
     """One accuracy table: a row per row label (the family, plus its differing keys). Each cell
     (a ``cells.Cell``) is also appended to ``collect`` with ``where`` (protocol, preset, device),
     for the CSV and LaTeX outputs."""
@@ -97,7 +98,7 @@ def _table(group: list[dict], metric: str, title: str, *, ranked: bool,
     attns = sorted({r["_row"] for r in group})
     rows = []
     where = {**(where or {}), "budget": budget.budget(group), "hardware": budget.hardware(group)}
-    columns = task_columns(group)
+    columns = [t for t in task_columns(group) if tasks is None or t in tasks]
     objects = cell_objects(cells, attns, columns, ranked=ranked, at_chance=chance)
     marked = {k: c.text() for k, c in objects.items()}
     if collect is not None:
@@ -124,8 +125,10 @@ def _table(group: list[dict], metric: str, title: str, *, ranked: bool,
 
 def accuracy_section(runs: list[dict[str, Any]],
                      metrics: tuple[tuple[str, str], ...] = HEADLINE_AND_SECOND, *,
-                     protocol: str = "lra", collect: list[dict[str, Any]] | None = None) -> list[str]:
-    """The tables of one protocol, per (preset, device); every cell also goes to ``collect``."""
+                     protocol: str = "lra", collect: list[dict[str, Any]] | None = None,
+                     tasks: frozenset[str] | None = None) -> list[str]:
+    """The tables of one protocol, per (preset, device); every cell also goes to ``collect``.
+    ``tasks``: the columns kept (``--tasks``; None: LRA's six and any other with a run)."""
     groups: dict[tuple[str, str], list[dict]] = defaultdict(list)
     for r in runs:
         groups[(r["preset"], device_label(r))].append(r)
@@ -139,12 +142,13 @@ def accuracy_section(runs: list[dict[str, Any]],
         for metric, title in metrics:
             where = {"protocol": protocol, "preset": preset, "device": device}
             if preset_runs:
-                lines += _table(preset_runs, metric, title, ranked=True, collect=collect, where=where)
+                lines += _table(preset_runs, metric, title, ranked=True, collect=collect, where=where,
+                                tasks=tasks)
             if variants:
                 lines += _table(variants, metric, f"{title}, runs whose config is not the preset's "
                                 f"or whose data is not the column's (own rows, never ranked with "
                                 f"it; in brackets the keys that differ, or the data's fingerprint)",
-                                ranked=False, collect=collect, where=where)
+                                ranked=False, collect=collect, where=where, tasks=tasks)
         speed_rows = []
         for r in sorted(group, key=lambda r: (r["task"], r["_row"], r["seed"], r["_file"])):
             m = r["metrics"]

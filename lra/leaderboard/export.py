@@ -24,6 +24,7 @@ import re
 import statistics
 import unicodedata
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 from lra.leaderboard import budget, names, published
@@ -35,12 +36,21 @@ CSV_COLUMNS = ("protocol", "preset", "device", "metric", "task", "family", "over
                "mean", "std", "ci_low", "ci_high", "at_chance", "best", "tied", "few_seeds",
                "ci_clipped", "family_name", "task_name", "source", "budget", "hardware")
 PUBLISHED_PRESET = "published"
+TABLES_DIR = "tables"  # one .tex per table (``per_table``), beside leaderboard.tex
 # Published modern rows of the families this suite has (the rest keep their label as the family).
 MODERN_AS_FAMILY = {"S5": "s5", "S4D-Inv": "s4d", "LRU": "lru", "Mega": "mega"}
 
 
 def published_budget(protocol: str) -> str:
     return budget.LRA_PUBLISHED_BUDGET if protocol == "lra" else budget.MODERN_PUBLISHED_BUDGET
+
+
+# ``lra.leaderboard --tasks/--families/--presets``: whether a (task, family, preset) is kept.
+Keep = Callable[..., bool]
+
+
+def _everything(**_: Any) -> bool:
+    return True
 
 
 def _num(x: float | None) -> str:
@@ -51,8 +61,9 @@ def _headline(protocol: str) -> str:
     return MODERN_HEADLINE_AND_SECOND[0][0] if protocol == "modern" else HEADLINE
 
 
-def _published_rows() -> list[dict[str, Any]]:
-    """Every published cell: {protocol, family, row, task, value (float or "FAIL"), source}."""
+def _published_rows(only: Keep = _everything) -> list[dict[str, Any]]:
+    """Every published cell ``only`` keeps: {protocol, family, row, task, value (float or
+    "FAIL"), source}."""
     out = []
     for source, table in published.SOURCES:
         for family, values in sorted(table.items()):
@@ -62,10 +73,10 @@ def _published_rows() -> list[dict[str, Any]]:
         family = MODERN_AS_FAMILY.get(label, label)
         out += [{"protocol": "modern", "family": family, "row": label, "task": t, "value": v,
                  "source": source} for t, v in zip(TASKS, values) if v is not None]
-    return out
+    return [p for p in out if only(task=p["task"], family=p["family"])]
 
 
-def to_csv(cells: list[dict[str, Any]]) -> str:
+def to_csv(cells: list[dict[str, Any]], *, only: Keep = _everything) -> str:
     """One row per measured (protocol, preset, device, metric, task, row) cell in percent, then one
     per published cell (``preset`` published, the printed value as ``mean``, ``source`` the paper).
     ``overrides`` holds the keys where the row's config is not the preset's (empty for the preset's
@@ -82,7 +93,7 @@ def to_csv(cells: list[dict[str, Any]]) -> str:
                     _num(s.high), cell.at_chance, int(cell.best), int(cell.tied), int(cell.few),
                     int(s.clipped), names.family_name(c["family"]), names.task_name(c["task"]), "",
                     c.get("task_budget", ""), c.get("hardware", "")])
-    for p in _published_rows():
+    for p in _published_rows(only):
         value = p["value"]
         w.writerow([p["protocol"], PUBLISHED_PRESET, "", _headline(p["protocol"]), p["task"],
                     p["family"], "", p["row"], "", "" if isinstance(value, str) else _num(value),
@@ -248,10 +259,6 @@ ONE_LINE_COLUMNS = 4
 LONG_TABLE_ROWS = 14
 
 
-def _task_header(columns: list[str]) -> list[str]:
-    return ["Model", *(tex_escape(names.task_name(t)) for t in columns), "Avg"]
-
-
 def _avg(values: dict[str, float]) -> str:
     means = [values[t] for t in AVG_TASKS if t in values]
     return f"{statistics.fmean(means):.2f}" if len(means) == len(AVG_TASKS) else "--"
@@ -383,11 +390,12 @@ TUNED_CAPTION = (" Each row: the grid point \\texttt{lra.sweep --select} chose o
 
 def _measured_table(key: tuple, table: dict[tuple[str, str], dict[str, Any]],
                     extra_body: list[str] = (), extra_caption: str = "",
-                    all_tasks: bool = False, tuned: bool = False) -> list[str]:
+                    all_tasks: tuple[list[str], bool] | None = None,
+                    tuned: bool = False) -> list[str]:
     protocol, preset, device, variant = key
     columns, avg = _columns(table)
     if all_tasks:  # beside the published rows: their columns, and their Avg
-        columns, avg = list(TASKS), True
+        columns, avg = all_tasks
     # Next to the published rows (means only, as printed) a measured row is its means too.
     std = not extra_body
     body = _measured_body(table, columns, avg, std=std) + list(extra_body)
@@ -406,7 +414,8 @@ def _measured_table(key: tuple, table: dict[tuple[str, str], dict[str, Any]],
                   legend=_legend(table, avg))
 
 
-def to_tex(cells: list[dict[str, Any]], tuned: list[dict[str, Any]] = ()) -> str:
+def to_tex(cells: list[dict[str, Any]], tuned: list[dict[str, Any]] = (), *,
+           only: Keep = _everything) -> str:
     """A table per (protocol, preset, device) of the headline metric, the rows of other configs or
     data in a table of their own after it, the tuned rows (``tuned``: ``lra.leaderboard.tuned``'s
     cells) in theirs, then the published rows of each protocol."""
@@ -416,27 +425,28 @@ def to_tex(cells: list[dict[str, Any]], tuned: list[dict[str, Any]] = ()) -> str
     for (protocol, preset, device, _), table in sorted(_groups(list(tuned)).items()):
         lines += _measured_table((protocol, preset, device, False), table, tuned=True)
     for protocol in ("lra", "modern"):
-        lines += _published_table(protocol)
+        lines += _published_table(protocol, only)
     return _document(lines)
 
 
-def _sources(protocol: str) -> dict[str, str]:
+def _sources(protocol: str, only: Keep = _everything) -> dict[str, str]:
     """{source: its letter a, b, ...} of the published rows of ``protocol``, in table order."""
-    rows = [p["source"] for p in _published_rows() if p["protocol"] == protocol]
+    rows = [p["source"] for p in _published_rows(only) if p["protocol"] == protocol]
     return {source: chr(ord("a") + i) for i, source in enumerate(dict.fromkeys(rows))}
 
 
-def _sources_note(protocol: str) -> str:
+def _sources_note(protocol: str, only: Keep = _everything) -> str:
     return "Sources: " + "; ".join(f"$^{{{letter}}}$ {tex_escape(source)}"
-                                   for source, letter in _sources(protocol).items()) + "."
+                                   for source, letter in _sources(protocol, only).items()) + "."
 
 
-def _published_body(protocol: str, columns: list[str]) -> list[str]:
+def _published_body(protocol: str, columns: list[str], only: Keep = _everything,
+                    avg: bool = True) -> list[str]:
     """The published rows of ``protocol``, values as printed, each marked with its source's
     letter (``_sources``; the caption lists them)."""
     body: list[str] = []
-    rows = [p for p in _published_rows() if p["protocol"] == protocol]
-    letters = _sources(protocol)
+    rows = [p for p in _published_rows(only) if p["protocol"] == protocol]
+    letters = _sources(protocol, only)
     averages = {label: avg for label, (_, avg, _) in published.MODERN_PUBLISHED.items()}
     for _, table in published.SOURCES:
         averages.update({family: values[-1] for family, values in table.items()})
@@ -450,40 +460,69 @@ def _published_body(protocol: str, columns: list[str]) -> list[str]:
         name = printed(row)
         cells = ["--" if t not in values else
                  (values[t] if isinstance(values[t], str) else f"{values[t]:.2f}") for t in columns]
-        avg = averages.get(row)
+        average = averages.get(row)
+        printed_avg = [("--" if average is None else f"{average:.2f}")] if avg else []
         body.append(" & ".join([tex_escape(name) + f"$^{{{letters[mine[0]['source']]}}}$", *cells,
-                                "--" if avg is None else f"{avg:.2f}"]) + r" \\")
+                                *printed_avg]) + r" \\")
     return body
 
 
-def _published_table(protocol: str) -> list[str]:
-    columns = list(TASKS)
+def _kept_tasks(only: Keep) -> tuple[list[str], bool]:
+    """The task columns ``only`` keeps (LRA's order) and whether the printed averages stay (all
+    five averaged tasks kept: an average over tasks not shown is not the row's)."""
+    columns = [t for t in TASKS if only(task=t)]
+    return columns, all(t in columns for t in AVG_TASKS)
+
+
+def _published_table(protocol: str, only: Keep = _everything) -> list[str]:
+    columns, avg = _kept_tasks(only)
+    body = _published_body(protocol, columns, only, avg)
+    if not body or not columns:
+        return []
     caption = ("Published test accuracy (\\%), as printed (not measured here), "
-               + ("LRA's protocol: the last step; FAIL: the source reports chance. Avg: as printed "
-                  "(five tasks)." if protocol == "lra" else
-                  "the families' own recipes: most select on validation. Avg: as printed (six "
-                  "tasks). HGRN1 and HGRN2 scan the pixel grid in 2-D on Image, Pathfinder and "
+               + ("LRA's protocol: the last step; FAIL: the source reports chance."
+                  + (" Avg: as printed (five tasks)." if avg else "") if protocol == "lra" else
+                  "the families' own recipes: most select on validation."
+                  + (" Avg: as printed (six tasks)." if avg else "")
+                  + " HGRN1 and HGRN2 scan the pixel grid in 2-D on Image, Pathfinder and "
                   "Path-X; the Mamba row is HGRN2's authors' re-run; LRU's Image is colour "
-                  "sCIFAR.")) + " " + _sources_note(protocol)
-    return _float(caption, _label("published", protocol), _task_header(columns),
-                  _published_body(protocol, columns))
+                  "sCIFAR.")) + " " + _sources_note(protocol, only)
+    header = ["Model", *(tex_escape(names.task_name(t)) for t in columns)] + (["Avg"] if avg else [])
+    return _float(caption, _label("published", protocol), header, body)
 
 
-def to_tex_with_published(cells: list[dict[str, Any]]) -> str:
+def to_tex_with_published(cells: list[dict[str, Any]], *, only: Keep = _everything) -> str:
     """Per measured table of the preset's rows: the measured rows, then under a rule the published
     rows of the same protocol, marked and as printed: a paper's "ours next to theirs" table."""
     lines = _preamble("leaderboard-published.tex")
+    columns, avg = _kept_tasks(only)
     for key, table in sorted(_groups(cells).items()):
         if key[3]:  # rows of other configs or data: never next to a published row
             continue
         protocol = key[0]
-        columns = list(TASKS)
+        published_rows = _published_body(protocol, columns, only, avg)
+        if not published_rows:
+            continue
         extra = [r"\midrule",
-                 rf"\multicolumn{{{len(columns) + 2}}}{{@{{}}l}}{{\textit{{Published, as printed "
-                 r"(not measured here; other code, hardware and budget)}} \\", r"\addlinespace"]
-        extra += _published_body(protocol, columns)
+                 rf"\multicolumn{{{len(columns) + 1 + avg}}}{{@{{}}l}}{{\textit{{Published, as "
+                 r"printed (not measured here; other code, hardware and budget)}} \\",
+                 r"\addlinespace", *published_rows]
         lines += _measured_table(
             key, table, extra, " Under the rule: published rows of the same protocol, as printed, "
             f"never ranked with the measured rows above, at another budget ("
-            f"{tex_escape(published_budget(protocol))}). " + _sources_note(protocol), all_tasks=True)
+            f"{tex_escape(published_budget(protocol))}). " + _sources_note(protocol, only),
+            all_tasks=(columns, avg))
     return _document(lines)
+
+
+def per_table(document: str) -> dict[str, str]:
+    """{file name: text} of each float of a generated ``.tex`` file (``to_tex``,
+    ``to_tex_with_published``), one file per table, named by its ``\\label`` without ``tab:``
+    (``lra-lra-small-cpux1.tex``), each with the file's header and, where it uses it, the
+    ``\\lraunicode`` definition: a paper ``\\input``s the one it cites."""
+    out = {}
+    for block in re.findall(r"\\begin\{table\*?\}.*?\\end\{table\*?\}\n", document, re.S):
+        label = re.search(r"\\label\{tab:([^}]*)\}", block)[1]
+        name = f"{label}.tex"
+        out[name] = _document(_preamble(f"{TABLES_DIR}/{name}") + [block])
+    return out

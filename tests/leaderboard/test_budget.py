@@ -7,10 +7,11 @@ import io
 import json
 import re
 
+import pytest
 from helpers import run_record
 
 from lra.leaderboard import site
-from lra.leaderboard.build import build_all
+from lra.leaderboard.build import Only, build_all, main
 
 HOST = {"cpu": "Test CPU 9000", "cores": 4}
 
@@ -127,3 +128,35 @@ def test_class_counts_that_are_not_counts_are_refused(tmp_path):
     skipped = []
     build_all(results, skipped)
     assert len(skipped) == 1 and "data.class_counts.test" in skipped[0]
+
+
+def test_filters_apply_to_every_output_and_each_table_is_a_file(tmp_path, capsys):
+    """Fails on 049feb4: no --tasks/--families/--presets, and one leaderboard.tex held every
+    table, so a paper could not \\input the one it cites."""
+    results = _results(tmp_path)
+    for seed in (0, 1):
+        record = run_record("pathfinder", "linear", "small", seed, 0.6, 0.6)
+        (results / "runs" / f"pf-{seed}.json").write_text(json.dumps(record))
+    out = build_all(results, [], only=Only(tasks=frozenset({"listops"}),
+                                                 families=frozenset({"softmax", "sinkhorn"})))
+    assert "pathfinder" not in out["markdown"].split("## Published")[0].lower()
+    rows = list(csv.DictReader(io.StringIO(out["csv"])))
+    assert {r["task"] for r in rows} == {"listops"}
+    assert {r["family"] for r in rows if r["protocol"] == "lra"} == {"softmax", "sinkhorn"}
+    published = out["tables"]["lra-published-lra.tex"]
+    assert "Path" not in published.split("\\toprule")[1] and "Sinkhorn" in published
+    assert "Avg" not in published  # the printed five-task average is not of one task
+    assert set(out["tables"]) == {"lra-lra-small-cpux1.tex", "lra-beside-lra-small-cpux1.tex",
+                                  "lra-published-lra.tex"}
+    for name, text in out["tables"].items():
+        assert text.count("\\begin{table") == 1 and f"tab:{name[:-4]}" in text
+    assert main(["--results-dir", str(results), "--no-html", "--no-figures",
+                       "--presets", "small", "--tasks", "listops"]) == 0
+    assert sorted(p.name for p in (results / "tables").iterdir()) == [
+        "lra-beside-lra-small-cpux1.tex", "lra-lra-small-cpux1.tex", "lra-published-lra.tex",
+        "lra-published-modern.tex"]
+    with pytest.raises(SystemExit) as stop:
+        main(["--results-dir", str(results), "--families", "softmax,nope"])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "unknown family 'nope'; choose from " in err and "softmax" in err
