@@ -127,3 +127,56 @@ def test_the_csv_carries_the_published_rows_with_their_source(tmp_path):
     modern = {(r["row"], r["task"]): r for r in published if r["protocol"] == "modern"}
     assert modern[("S5", "pathx")]["mean"] == "98.5800" and modern[("S5", "pathx")]["family"] == "s5"
     assert "ci_clipped" in rows[0] and rows[0]["preset"] == "small"
+
+
+IEEE_PAPER = r"""\documentclass[conference]{{IEEEtran}}
+\usepackage{{booktabs}}
+\usepackage{{graphicx}}
+\begin{{document}}
+\title{{A test}}
+\maketitle
+\section{{Results}}
+Table~\ref{{tab:{label}}} and Fig.~\ref{{fig:curves}}.
+\input{{{table}}}
+\begin{{figure}}[tbp]
+\centering
+\includegraphics[width=\columnwidth]{{curves.pdf}}
+\caption{{Validation accuracy during training, one panel per family.}}
+\label{{fig:curves}}
+\end{{figure}}
+\end{{document}}
+"""
+
+
+def _ieeetran_installed():
+    if shutil.which("pdflatex") is None or shutil.which("kpsewhich") is None:
+        return False
+    found = subprocess.run(["kpsewhich", "IEEEtran.cls", "ptmr7t.tfm"], capture_output=True,
+                           text=True).stdout.split()
+    return len(found) == 2  # the class and its Times font
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _ieeetran_installed(),
+                    reason="pdflatex, IEEEtran.cls or its Times font is not installed (Debian: "
+                           "texlive-latex-recommended texlive-publishers "
+                           "texlive-fonts-recommended)")
+def test_a_two_column_ieeetran_paper_takes_one_table_and_one_figure(committed, tmp_path):
+    """Issue 54's done-when, fails on 049feb4: no file held one table (leaderboard.tex held all,
+    each a table*), and the one-column curves figure of 25 families was 3.3 x 9.0 in: "Float too
+    large for page by 39.77pt"."""
+    _, out = committed
+    figure = out["figures"]["curves-listops-small-onecolumn.pdf"]
+    paper = tmp_path / "paper"
+    paper.mkdir()
+    name = "lra-lra-small-cpux1.tex"
+    (paper / name).write_text(out["tables"][name])
+    (paper / "curves.pdf").write_bytes(figure)
+    (paper / "paper.tex").write_text(IEEE_PAPER.format(label=name[:-4], table=name))
+    for _ in range(2):
+        run = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "paper.tex"],
+                             cwd=paper, capture_output=True, text=True, timeout=120)
+    log = (paper / "paper.log").read_text(errors="replace")
+    assert run.returncode == 0, log[-3000:]
+    for problem in ("Overfull \\hbox", "Overfull \\vbox", "Float too large", "undefined"):
+        assert problem not in log, [ln for ln in log.splitlines() if problem in ln]
