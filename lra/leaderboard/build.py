@@ -31,9 +31,17 @@ from lra import atomic, stop_signals
 from lra.config import PRESETS
 from lra.leaderboard import browser, curves, figures, names, reader, tuned
 from lra.leaderboard.accuracy import MODERN_HEADLINE_AND_SECOND, accuracy_section
+from lra.leaderboard.bib import to_bib
 from lra.leaderboard.cells import md_code
 from lra.leaderboard.efficiency import FIGURE_PREFIX, FIGURES_DIR, efficiency_section
-from lra.leaderboard.export import TABLES_DIR, per_table, to_csv, to_tex, to_tex_with_published
+from lra.leaderboard.export import (
+    TABLES_DIR,
+    cited,
+    per_table,
+    to_csv,
+    to_tex,
+    to_tex_with_published,
+)
 from lra.leaderboard.load import (
     PEERS_PATTERN,
     ResultFileError,
@@ -55,6 +63,7 @@ SITE_DIR = "site"  # the web page's folder, beside the Markdown
 CSV_FILE = "leaderboard.csv"
 TEX_FILE = "leaderboard.tex"
 TEX_PUBLISHED_FILE = "leaderboard-published.tex"  # measured next to published, per protocol
+BIB_FILE = "leaderboard.bib"  # the works the LaTeX tables \cite
 
 
 @dataclass(frozen=True)
@@ -170,7 +179,8 @@ def build_all(results_dir: Path, skipped: list[str] | None = None, *,
     beside = to_tex_with_published(cells, only=only.keeps)
     return {"markdown": "\n".join(lines).rstrip() + "\n", "figures": figs,
             "csv": to_csv(cells, only=only.keeps), "tex": tex, "tex_published": beside,
-            "tables": {**per_table(tex), **per_table(beside)}, "site": page}
+            "tables": {**per_table(tex), **per_table(beside)}, "bib": to_bib(cited(tex, beside)),
+            "site": page}
 
 
 def build(results_dir: Path, skipped: list[str] | None = None) -> tuple[str, Mapping[str, bytes]]:
@@ -304,6 +314,8 @@ def write(results_dir: Path, out: dict[str, Any], html_dir: Path | None = None, 
     replace_file(results_dir / TEX_FILE, out["tex"].encode())
     replace_file(results_dir / TEX_PUBLISHED_FILE, out["tex_published"].encode())
     _write_tables(results_dir / TABLES_DIR, out.get("tables", {}))
+    if "bib" in out:
+        replace_file(results_dir / BIB_FILE, out["bib"].encode())
     page = results_dir / "LEADERBOARD.md"
     replace_file(page, out["markdown"].encode())
     site = ""
@@ -312,7 +324,7 @@ def write(results_dir: Path, out: dict[str, Any], html_dir: Path | None = None, 
             (html_dir / name).parent.mkdir(parents=True, exist_ok=True)
             replace_file(html_dir / name, data)
         site = f", the web page {html_dir / INDEX}"
-    return (f"{page}, {CSV_FILE}, {TEX_FILE}, {TEX_PUBLISHED_FILE}, "
+    return (f"{page}, {CSV_FILE}, {TEX_FILE}, {TEX_PUBLISHED_FILE}, {BIB_FILE}, "
             f"{len(out.get('tables', {}))} tables in {TABLES_DIR}/{site}"
             + (f" and {len(figs)} figures in {results_dir / FIGURES_DIR}" if figs else "")
             + ("" if figures else " (no figures drawn: --no-figures)") + redrawn)

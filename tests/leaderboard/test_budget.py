@@ -160,3 +160,19 @@ def test_filters_apply_to_every_output_and_each_table_is_a_file(tmp_path, capsys
     assert stop.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert "unknown family 'nope'; choose from " in err and "softmax" in err
+
+
+def test_the_sources_in_captions_are_cited_with_their_bibtex_entries(tmp_path):
+    """Fails on 049feb4: captions named papers in words only; no .bib, no \\cite."""
+    from lra.leaderboard import bib
+
+    assert all(bib.keys(source) for source in bib.every_source())  # a new source needs a key
+    out = build_all(_results(tmp_path), [])
+    published = out["tables"]["lra-published-lra.tex"]
+    assert "LRA Table 1 (Tay et al., ICLR 2021)~\\cite{tay2021lra}" in published
+    assert "~\\cite{qin2022cosformer}" in published
+    keys = set(re.findall(r"@\w+\{(\w+),", out["bib"]))
+    cited = {k for group in re.findall(r"\\cite\{([^}]*)\}", out["tex"] + out["tex_published"])
+             for k in group.split(",")}
+    assert keys == cited and {"tay2021lra", "gu2023mamba", "qin2023hgrn"} <= keys
+    assert "url = {https://arxiv.org/abs/2011.04006}" in out["bib"]
