@@ -96,9 +96,18 @@ def output_format(out: Path) -> str:
     return fmt
 
 
-def draw(workdirs: list[Path], metric: str, fmt: str = "png", width: str = "full") -> bytes:
+# Each metric's axis label in words.
+WORDS = {"val_accuracy": "validation accuracy", "val_loss": "validation loss",
+         "train_loss": "training loss", "train_accuracy": "training accuracy",
+         "train_lr": "learning rate", "train_grad_norm": "gradient norm",
+         "train_steps_per_s": "training steps per second"}
+
+
+def draw(workdirs: list[Path], metric: str, fmt: str = "png", width: str = "full", *,
+         title: bool = True, serif: bool = False) -> bytes:
     """The ``fmt`` bytes of ``metric`` against step for every work directory, at ``width``
-    ("full" or "column")."""
+    ("full" or "column"); ``title`` False draws none (a paper's caption says it), ``serif`` sets
+    the text in a serif face."""
     series, task_names = [], []
     loaded = [(wd, *load_workdir(wd)) for wd in workdirs]
     several_presets = len({run.get("preset") for _, run, _ in loaded}) > 1
@@ -120,8 +129,9 @@ def draw(workdirs: list[Path], metric: str, fmt: str = "png", width: str = "full
     return figures.save(
         lambda w: figures.learning_curves(
             series, chance=chance_lines(task_names, metric), percent=percent, width=w,
-            title=f"{metric} against training step", ylabel=metric + (" (%)" if percent else "")),
-        fmt, WIDTHS[width])
+            title=f"{WORDS[metric].capitalize()} against training step" if title else None,
+            ylabel=WORDS[metric] + (" (%)" if percent else "")),
+        fmt, WIDTHS[width], serif=serif)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -152,12 +162,17 @@ def _main(argv: list[str] | None) -> int:
     p.add_argument("--width", default="full", choices=sorted(WIDTHS),
                    help="full: a paper's text width, 6.9 in (the default); column: one column, "
                         "3.3 in")
+    p.add_argument("--no-title", action="store_true",
+                   help="draw no title (a paper's caption says what the figure shows)")
+    p.add_argument("--serif", action="store_true",
+                   help=f"set the text in {figures.SERIF}, to match a paper's serif body text")
     args = p.parse_args(argv)
     out = args.out or Path(f"curves-{args.metric}.png")
     try:
         check_output(out)
         fmt = output_format(out)
-        data = draw(args.workdirs, args.metric, fmt, args.width)
+        data = draw(args.workdirs, args.metric, fmt, args.width, title=not args.no_title,
+                    serif=args.serif)
         replace_file(out, data)
     except CurvesError as err:
         print(f"error: {err}", file=sys.stderr)

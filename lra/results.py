@@ -193,6 +193,7 @@ def config_overrides(config, pairs: list[str] | tuple[str, ...] = ()) -> dict[st
 
 def build_record(config, *, overrides: list[str] | tuple[str, ...] = (), task_facts: dict,
                  history, provenance, fingerprint: dict[str, Any], examples: dict[str, int],
+                 class_counts: dict[str, list[int]] | None = None,
                  test_last: dict[str, Any], steps: int, num_params: int, params_sha256: str,
                  batch_stats_sha256: str, fusions: dict[str, Any], git: dict[str, Any],
                  status: str, tracker: dict[str, Any] | None = None,
@@ -202,6 +203,8 @@ def build_record(config, *, overrides: list[str] | tuple[str, ...] = (), task_fa
     ``history``: ``lra.train.History``; ``provenance``: ``tasks.Provenance``; ``fingerprint``:
     ``lra.data_fingerprint.fingerprint``; ``test_last``: the last step's test evaluation
     {accuracy, loss, examples}; ``overrides``: the ``--set`` pairs (``config_overrides``);
+    ``class_counts``: {split: examples per class} where the splits' labels are at hand
+    (``lra.train.split_class_counts``), kept as ``data.class_counts``;
     ``tracker``: the experiment tracker's run (``lra.tracker.Wandb.record``: name, run_id, project,
     entity, group, tags), kept as the record's ``tracker`` field only when the run used one;
     ``config_file``: the ``--config`` file's path and SHA-256, the ``config_file`` field only when
@@ -218,7 +221,8 @@ def build_record(config, *, overrides: list[str] | tuple[str, ...] = (), task_fa
                  "examples": dict(examples),
                  "evaluated": {"val": history.last_val.get("examples", 0),
                                "test_at_best_val": history.test_at_best.get("examples", 0),
-                               "test_at_last": test_last["examples"]}},
+                               "test_at_last": test_last["examples"]},
+                 **({"class_counts": class_counts} if class_counts else {})},
         "metrics": {
             "best_val_accuracy": history.best_val_accuracy,
             "best_val_step": history.best_step,

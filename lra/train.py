@@ -326,6 +326,19 @@ def params_digest(params) -> str:
     return h.hexdigest()
 
 
+def split_class_counts(splits: dict[str, Any], num_classes: int) -> dict[str, list[int]]:
+    """{split: examples per class} of the splits whose source holds its labels as an array
+    (``targets``: ListOps); the leaderboard's at-chance rule compares a seed with the majority
+    class of its test split (docs/results.md "What a cell shows"). Others are left out: counting
+    them would read every example."""
+    out = {}
+    for name, source in splits.items():
+        targets = getattr(source, "targets", None)
+        if isinstance(targets, np.ndarray) and targets.ndim == 1:
+            out[name] = np.bincount(targets.astype(np.int64), minlength=num_classes).tolist()
+    return out
+
+
 def train_and_evaluate(config: Config, workdir: Path, *, data_dir: Path,
                        results_dir: Path | None = None, progress: bool = True,
                        force: bool = False, xla_cpu_fusions: str = "auto",
@@ -757,6 +770,7 @@ def _finish(s: _Session, state, history: History, step: int, log: MetricsLog,
         s.config, overrides=overrides, task_facts=s.task.describe(), history=history,
         provenance=s.provenance, fingerprint=s.fingerprint,
         examples={k: len(v) for k, v in s.splits.items()},
+        class_counts=split_class_counts(s.splits, s.task.num_classes),
         test_last=test_last, steps=step, num_params=s.num_params,
         params_sha256=params_digest(state["params"]),
         batch_stats_sha256=params_digest(state["batch_stats"]), fusions=s.fusions,

@@ -8,7 +8,7 @@ from collections import defaultdict
 from typing import Any
 
 import tasks
-from lra.leaderboard import identity
+from lra.leaderboard import budget, identity
 from lra.leaderboard.cells import CELL_LEGEND, cell_objects, md_code, md_table, md_text
 from lra.leaderboard.curves import CurvesError, chance_level
 from lra.leaderboard.load import device_label, task_columns
@@ -41,16 +41,31 @@ MODERN_HEADLINE_AND_SECOND = (
 EVALUATED = {HEADLINE: "test_at_last", BEST_VAL: "test_at_best_val"}
 
 
+def majority_share(record: dict[str, Any], n: int) -> float | None:
+    """The share of its test split's most common class (what a constant predictor scores at
+    best), from the file's ``data.class_counts.test``; None where the file does not record it or
+    the counts are not of the ``n`` examples evaluated (an evaluation cut short)."""
+    counts = ((record.get("data") or {}).get("class_counts") or {}).get("test")
+    if not counts or sum(counts) != n:
+        return None
+    return max(counts) / n
+
+
 def at_chance(record: dict[str, Any], metric: str) -> bool | None:
     """Whether ``record``'s ``metric`` is at chance: within one standard error of 1/classes on the
     examples it was measured on, sqrt(p (1 - p) / n) (the rule of the at-chance notice,
-    ``lra.metrics_log``). None where the file does not say how many examples that was."""
+    ``lra.metrics_log``), or no better than predicting the test split's majority class for every
+    example (``majority_share``, where the file records the split's class counts). None where the
+    file does not say how many examples that was."""
     value = record["metrics"].get(metric)
     data = record.get("data") or {}
     n = (data.get("evaluated") or {}).get(EVALUATED.get(metric, ""))
     n = n if n else (data.get("examples") or {}).get("test")
     if value is None or not n:
         return None
+    majority = majority_share(record, n)
+    if majority is not None and value <= majority + 1e-9:  # a file's float of k/n
+        return True
     try:
         level = chance_level(record["task"], "test_accuracy")  # 1/classes, for either metric
     except CurvesError:  # a task no longer registered here
@@ -68,7 +83,8 @@ def _column(task: str, metric: str) -> str:
 
 
 def _table(group: list[dict], metric: str, title: str, *, ranked: bool,
-           collect: list[dict[str, Any]] | None = None, where: dict[str, str] | None = None) -> list[str]:
+           collect: list[dict[str, Any]] | None = None, where: dict[str, str] | None = None,
+           tasks: frozenset[str] | None = None) -> list[str]:
     """One accuracy table: a row per row label (the family, plus its differing keys). Each cell
     (a ``cells.Cell``) is also appended to ``collect`` with ``where`` (protocol, preset, device),
     for the CSV and LaTeX outputs."""
@@ -81,29 +97,38 @@ def _table(group: list[dict], metric: str, title: str, *, ranked: bool,
             chance[(r["_row"], r["task"])] += bool(at_chance(r, metric))
     attns = sorted({r["_row"] for r in group})
     rows = []
-    columns = task_columns(group)
+    where = {**(where or {}), "budget": budget.budget(group), "hardware": budget.hardware(group)}
+    columns = [t for t in task_columns(group) if tasks is None or t in tasks]
     objects = cell_objects(cells, attns, columns, ranked=ranked, at_chance=chance)
     marked = {k: c.text() for k, c in objects.items()}
     if collect is not None:
         family = {r["_row"]: r["attention"] for r in group}
         diff = {r["_row"]: identity.variant_label(r["_diff"]) for r in group}
-        collect += [{**(where or {}), "metric": metric, "task": t, "row": a, "family": family[a],
-                     "overrides": diff[a], "cell": objects[(a, t)]}
+        per_task = budget.budgets(group)
+        collect += [{**where, "task_budget": per_task[t], "metric": metric, "task": t, "row": a,
+                     "family": family[a], "overrides": diff[a], "cell": objects[(a, t)]}
                     for a in attns for t in columns if objects[(a, t)].stats is not None]
+    # The average column only where some row has all five of LRA's averaged tasks.
+    averaged = any(all(cells[(a, t)] for t in AVG_TASKS) for a in attns)
     for a in attns:
         row = [md_text(a)] + [marked[(a, t)] for t in columns]
         means = [statistics.fmean(cells[(a, t)]) for t in AVG_TASKS if cells[(a, t)]]
-        row.append(f"{100 * statistics.fmean(means):.2f}" if len(means) == len(AVG_TASKS)
-                   else "—")
+        if averaged:
+            row.append(f"{100 * statistics.fmean(means):.2f}" if len(means) == len(AVG_TASKS)
+                       else "—")
         rows.append(row)
-    return [f"{title} (%). {CELL_LEGEND}", ""] + md_table(
-        ["attention", *(_column(t, metric) for t in columns), "avg (5 tasks)"], rows) + [""]
+    return [f"{title} (%). {CELL_LEGEND}", "",
+            f"Budget: {md_text(where['budget'])}. Hardware: {md_text(where['hardware'])}.", ""] + md_table(
+        ["attention", *(_column(t, metric) for t in columns)] + (["avg (5 tasks)"] if averaged else []),
+        rows) + [""]
 
 
 def accuracy_section(runs: list[dict[str, Any]],
                      metrics: tuple[tuple[str, str], ...] = HEADLINE_AND_SECOND, *,
-                     protocol: str = "lra", collect: list[dict[str, Any]] | None = None) -> list[str]:
-    """The tables of one protocol, per (preset, device); every cell also goes to ``collect``."""
+                     protocol: str = "lra", collect: list[dict[str, Any]] | None = None,
+                     tasks: frozenset[str] | None = None) -> list[str]:
+    """The tables of one protocol, per (preset, device); every cell also goes to ``collect``.
+    ``tasks``: the columns kept (``--tasks``; None: LRA's six and any other with a run)."""
     groups: dict[tuple[str, str], list[dict]] = defaultdict(list)
     for r in runs:
         groups[(r["preset"], device_label(r))].append(r)
@@ -117,12 +142,13 @@ def accuracy_section(runs: list[dict[str, Any]],
         for metric, title in metrics:
             where = {"protocol": protocol, "preset": preset, "device": device}
             if preset_runs:
-                lines += _table(preset_runs, metric, title, ranked=True, collect=collect, where=where)
+                lines += _table(preset_runs, metric, title, ranked=True, collect=collect, where=where,
+                                tasks=tasks)
             if variants:
                 lines += _table(variants, metric, f"{title}, runs whose config is not the preset's "
                                 f"or whose data is not the column's (own rows, never ranked with "
                                 f"it; in brackets the keys that differ, or the data's fingerprint)",
-                                ranked=False, collect=collect, where=where)
+                                ranked=False, collect=collect, where=where, tasks=tasks)
         speed_rows = []
         for r in sorted(group, key=lambda r: (r["task"], r["_row"], r["seed"], r["_file"])):
             m = r["metrics"]

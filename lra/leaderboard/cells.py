@@ -21,7 +21,7 @@ CELL_LEGEND = ("Each cell: mean ± sample std over seeds [95% Student-t interval
                "to [0, 100]] (n seeds); **bold**: the task's best mean among cells with no seed at "
                "chance; ≈: its interval overlaps the best's (tied with it: no real difference "
                "shown); †: fewer seeds than the table's usual n; k/n at chance: k of the n seeds "
-               "within one standard error of chance, never bold "
+               "within one standard error of chance or no better than the majority class, never bold "
                "(docs/results.md \"What a cell shows\").")
 
 

@@ -24,24 +24,33 @@ import re
 import statistics
 import unicodedata
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
-from lra.leaderboard import names, published
+from lra.leaderboard import bib, budget, names, published
 from lra.leaderboard.accuracy import AVG_TASKS, HEADLINE, MODERN_HEADLINE_AND_SECOND
 from lra.leaderboard.load import task_columns
 from lra.leaderboard.published import TASKS
 
 CSV_COLUMNS = ("protocol", "preset", "device", "metric", "task", "family", "overrides", "row", "n",
                "mean", "std", "ci_low", "ci_high", "at_chance", "best", "tied", "few_seeds",
-               "ci_clipped", "family_name", "task_name", "source")
+               "ci_clipped", "family_name", "task_name", "source", "budget", "hardware")
 PUBLISHED_PRESET = "published"
+TABLES_DIR = "tables"  # one .tex per table (``per_table``), beside leaderboard.tex
 # Published modern rows of the families this suite has (the rest keep their label as the family).
 MODERN_AS_FAMILY = {"S5": "s5", "S4D-Inv": "s4d", "LRU": "lru", "Mega": "mega"}
-PRESET_BUDGETS = {
-    "paper": "LRA's published budget",
-    "small": "a shortened budget that learns on a laptop CPU",
-    "tiny": "a smoke-test budget",
-}
+
+
+def published_budget(protocol: str) -> str:
+    return budget.LRA_PUBLISHED_BUDGET if protocol == "lra" else budget.MODERN_PUBLISHED_BUDGET
+
+
+# ``lra.leaderboard --tasks/--families/--presets``: whether a (task, family, preset) is kept.
+Keep = Callable[..., bool]
+
+
+def _everything(**_: Any) -> bool:
+    return True
 
 
 def _num(x: float | None) -> str:
@@ -52,8 +61,9 @@ def _headline(protocol: str) -> str:
     return MODERN_HEADLINE_AND_SECOND[0][0] if protocol == "modern" else HEADLINE
 
 
-def _published_rows() -> list[dict[str, Any]]:
-    """Every published cell: {protocol, family, row, task, value (float or "FAIL"), source}."""
+def _published_rows(only: Keep = _everything) -> list[dict[str, Any]]:
+    """Every published cell ``only`` keeps: {protocol, family, row, task, value (float or
+    "FAIL"), source}."""
     out = []
     for source, table in published.SOURCES:
         for family, values in sorted(table.items()):
@@ -63,10 +73,10 @@ def _published_rows() -> list[dict[str, Any]]:
         family = MODERN_AS_FAMILY.get(label, label)
         out += [{"protocol": "modern", "family": family, "row": label, "task": t, "value": v,
                  "source": source} for t, v in zip(TASKS, values) if v is not None]
-    return out
+    return [p for p in out if only(task=p["task"], family=p["family"])]
 
 
-def to_csv(cells: list[dict[str, Any]]) -> str:
+def to_csv(cells: list[dict[str, Any]], *, only: Keep = _everything) -> str:
     """One row per measured (protocol, preset, device, metric, task, row) cell in percent, then one
     per published cell (``preset`` published, the printed value as ``mean``, ``source`` the paper).
     ``overrides`` holds the keys where the row's config is not the preset's (empty for the preset's
@@ -81,14 +91,16 @@ def to_csv(cells: list[dict[str, Any]]) -> str:
         w.writerow([c["protocol"], c["preset"], c["device"], c["metric"], c["task"], c["family"],
                     c["overrides"], c["row"], s.n, _num(s.mean), _num(s.std), _num(s.low),
                     _num(s.high), cell.at_chance, int(cell.best), int(cell.tied), int(cell.few),
-                    int(s.clipped), names.family_name(c["family"]), names.task_name(c["task"]), ""])
-    for p in _published_rows():
+                    int(s.clipped), names.family_name(c["family"]), names.task_name(c["task"]), "",
+                    c.get("task_budget", ""), c.get("hardware", "")])
+    for p in _published_rows(only):
         value = p["value"]
         w.writerow([p["protocol"], PUBLISHED_PRESET, "", _headline(p["protocol"]), p["task"],
                     p["family"], "", p["row"], "", "" if isinstance(value, str) else _num(value),
                     "", "", "", "", "", "", "", "", names.family_name(p["family"]),
                     names.task_name(p["task"]), p["source"] + ("" if not isinstance(value, str)
-                                                                else f" (printed {value})")])
+                                                                else f" (printed {value})"),
+                    published_budget(p["protocol"]), ""])
     return buf.getvalue()
 
 
@@ -196,13 +208,48 @@ def _label(*parts: str) -> str:
 
 
 def _float(caption: str, label: str, columns: list[str], body: list[str], *,
-           size: str = r"\footnotesize") -> list[str]:
+           size: str = r"\footnotesize", legend: str = "") -> list[str]:
+    """One float: a ``table`` where the tabular fits a column of a two-column paper
+    (``fits_column``), else a ``table*`` (the full text width there; an ordinary float in one
+    column). ``legend``: the line under the tabular that explains its marks."""
     header = " & ".join(columns)
-    return [r"\begin{table*}[tbp]", r"\centering", size, r"\setlength{\tabcolsep}{3.5pt}",
+    env = "table" if fits_column([header, *body]) else "table*"
+    note = [rf"\par\smallskip{{\scriptsize {legend}\par}}"] if legend else []
+    return [rf"\begin{{{env}}}[tbp]", r"\centering", size, r"\setlength{\tabcolsep}{3.5pt}",
             rf"\caption{{{caption}}}", rf"\label{{{label}}}",
             r"\begin{tabular}{@{}l" + "r" * (len(columns) - 1) + "@{}}", r"\toprule",
-            header + r" \\", r"\midrule", *body, r"\bottomrule", r"\end{tabular}",
-            r"\end{table*}", ""]
+            header + r" \\", r"\midrule", *body, r"\bottomrule", r"\end{tabular}", *note,
+            rf"\end{{{env}}}", ""]
+
+
+# The narrowest column a float goes into: IEEEtran's two-column conference page is 252 pt wide,
+# article's two-column 10pt page 229 pt. A \footnotesize character is about 4.4 pt on average
+# (digits 4 pt, capitals wider), a column gap 7 pt (\tabcolsep 3.5 pt twice).
+COLUMN_PT = 225.0
+CHAR_PT = 4.4
+GAP_PT = 7.0
+
+
+def _visible(cell: str) -> int:
+    """The number of characters a LaTeX cell prints, roughly (a mark counts one)."""
+    text = re.sub(r"\$[^$]*\$", "x", cell)
+    text = re.sub(r"\\[a-zA-Z]+\s?", "", text)
+    return len(re.sub(r"[{}\\]", "", text).strip())
+
+
+def fits_column(lines: list[str]) -> bool:
+    """Whether a tabular of ``lines`` (its header and body rows, LaTeX) fits one column of a
+    two-column paper (``COLUMN_PT``): the widest cell of each column in characters."""
+    widths: list[int] = []
+    for line in lines:
+        if line.startswith("\\") and "&" not in line:  # a rule, a spanning note
+            continue
+        cells = re.sub(r"\\\\(\[[^]]*\])?\s*$", "", line).split(" & ")
+        widths += [0] * (len(cells) - len(widths))
+        for i, cell in enumerate(cells):
+            if "multicolumn" not in cell:
+                widths[i] = max(widths[i], _visible(cell))
+    return sum(widths) * CHAR_PT + GAP_PT * max(len(widths) - 1, 0) <= COLUMN_PT
 
 
 # A cell's std goes on the mean's line while the table is narrow enough for a one-column page; on
@@ -210,10 +257,6 @@ def _float(caption: str, label: str, columns: list[str], body: list[str], *,
 # fits a page (a float taller than the page prints over the footer).
 ONE_LINE_COLUMNS = 4
 LONG_TABLE_ROWS = 14
-
-
-def _task_header(columns: list[str]) -> list[str]:
-    return ["Model", *(tex_escape(names.task_name(t)) for t in columns), "Avg"]
 
 
 def _avg(values: dict[str, float]) -> str:
@@ -268,41 +311,46 @@ def _columns(table: dict[tuple[str, str], dict[str, Any]]) -> tuple[list[str], b
     return columns, avg
 
 
-def device_words(device: str) -> str:
-    """``cpu x1`` -> ``1 CPU``; ``NVIDIA H100 80GB HBM3 x8`` -> ``8 x NVIDIA H100 80GB HBM3``."""
-    kind, _, count = device.rpartition(" x")
-    if not kind or not count.isdigit():
-        return device
-    kind = "CPU" if kind == "cpu" else kind
-    return f"1 {tex_escape(kind)}" if count == "1" else f"{count} $\\times$ {tex_escape(kind)}"
+def _where(protocol: str, preset: str, spent: str, kit: str) -> str:
+    """The protocol, the preset, its budget and hardware (``lra.leaderboard.budget``)."""
+    proto = (f"LRA's protocol~\\cite{{{bib.LRA_KEY}}}" if protocol == "lra"
+             else "the families' published (modern) recipes")
+    return (rf"{proto}, preset \texttt{{{tex_escape(preset)}}} ({tex_escape(spent)}; "
+            f"{tex_escape(kit)})")
 
 
-def _where(protocol: str, preset: str, device: str) -> str:
-    proto = "LRA's protocol" if protocol == "lra" else "the families' published (modern) recipes"
-    budget = PRESET_BUDGETS.get(preset, "")
-    return (rf"{proto}, preset \texttt{{{tex_escape(preset)}}}"
-            + (f" ({budget})" if budget else "") + f", on {device_words(device)}")
+def _caption(protocol: str, preset: str, where: tuple[str, str], usual: int, variant: bool, *,
+             spread: str = "under", tuned: bool = False) -> str:
+    """One or two sentences: what the table measured (metric, protocol, preset, budget, hardware)
+    and what a cell is; the marks are explained in the legend line under the table."""
+    metric = "the best-validation step" if protocol == "modern" else "the last step"
+    kind = ("tuned rows" if tuned else "rows of another config or data (not ranked)" if variant
+            else "")
+    return (f"Test accuracy (\\%) at {metric}, {_where(protocol, preset, *where)}"
+            + (f"; {kind}" if kind else "") + f". Mean over {usual} seed{'' if usual == 1 else 's'}"
+            + {"under": r", $\pm$ std under it.", "after": r" $\pm$ std.",
+               "": "."}[spread if usual > 1 else ""])
 
 
-def _caption(protocol: str, preset: str, device: str, usual: int, variant: bool, *,
-             spread: str = "under", all_tasks: bool = True, avg: bool = True) -> str:
-    metric = ("the best-validation step (the modern protocol's headline)" if protocol == "modern"
-              else "the last step (LRA's headline)")
-    head = (f"Test accuracy (\\%) at {metric}, {_where(protocol, preset, device)}. Each cell: the "
-            f"mean over {usual} seeds"
-            + (f", the sample standard deviation {spread} it." if spread else
-               " (the standard deviations: the CSV and the measured table).")
-            + ("" if all_tasks else " Tasks without a run here are left out."))
-    if variant:
-        return (head + " Runs whose config is not the preset's (the keys that differ, in brackets) "
-                "or whose data is not the column's (its fingerprint): not ranked, never "
-                r"averaged with the preset's runs. $^{\dagger}$: fewer seeds; $^{\circ}$: a seed at "
-                "chance.")
-    return (head + r" \textbf{Bold}: the best mean of the task among cells with no seed at chance; "
-            r"$^{\approx}$: its 95\% interval (Student-t, clipped to [0, 100]) overlaps the best's; "
-            r"$^{\dagger}$: fewer seeds; $^{\circ}$: at least one seed within one standard error "
-            r"of chance (never bold)."
-            + (" Avg: the five tasks LRA averages (Path-X left out)." if avg else ""))
+MARK_WORDS = {
+    "best": r"\textbf{bold}: the task's best mean among cells with no seed at chance",
+    "tied": r"$^{\approx}$: 95\% interval overlaps the best's",
+    "few": r"$^{\dagger}$: fewer seeds",
+    "chance": r"$^{\circ}$: a seed at chance (within one standard error of 1/classes, or no "
+              r"better than the majority class)",
+    "avg": "Avg: the five tasks LRA averages",
+}
+
+
+def _legend(table: dict[tuple[str, str], dict[str, Any]], avg: bool) -> str:
+    """The marks this table uses, each explained once, under it."""
+    cells = [c["cell"] for c in table.values()]
+    used = [key for key, present in (("best", any(c.best for c in cells)),
+                                     ("tied", any(c.tied for c in cells)),
+                                     ("few", any(c.few for c in cells)),
+                                     ("chance", any(c.at_chance for c in cells)), ("avg", avg))
+            if present]
+    return "; ".join(MARK_WORDS[k] for k in used) + ("." if used else "")
 
 
 def _groups(cells: list[dict[str, Any]]) -> dict[tuple, dict[tuple[str, str], dict[str, Any]]]:
@@ -324,7 +372,8 @@ def _usual_n(table: dict[tuple[str, str], dict[str, Any]]) -> int:
 
 def _preamble(name: str) -> list[str]:
     return ["% Generated by `python -m lra.leaderboard` from the result files; do not edit.",
-            f"% Needs \\usepackage{{booktabs}}; \\input{{{name}}} where the tables go.", ""]
+            f"% Needs \\usepackage{{booktabs}}; \\input{{{name}}} where the tables go; the "
+            f"\\cite keys are in leaderboard.bib (\\bibliography{{leaderboard}}).", ""]
 
 
 def _document(lines: list[str]) -> str:
@@ -337,33 +386,38 @@ def _document(lines: list[str]) -> str:
             f"as #2 for XeLaTeX or LuaLaTeX).\n{UNICODE_COMMAND}\n\n{body}")
 
 
-TUNED_CAPTION = (" Tuned on validation: each row is the grid point \\texttt{lra.sweep --select} "
-                 "chose for its task and family (the best mean validation accuracy over seeds; "
-                 "test read only for it), the chosen values in brackets; ranked among the tuned "
-                 "rows only, never with the preset's runs.")
+TUNED_CAPTION = (" Each row: the grid point \\texttt{lra.sweep --select} chose on validation (values "
+                 "in brackets); ranked among the tuned rows only.")
 
 
 def _measured_table(key: tuple, table: dict[tuple[str, str], dict[str, Any]],
                     extra_body: list[str] = (), extra_caption: str = "",
-                    all_tasks: bool = False, tuned: bool = False) -> list[str]:
+                    all_tasks: tuple[list[str], bool] | None = None,
+                    tuned: bool = False) -> list[str]:
     protocol, preset, device, variant = key
-    columns, avg = (list(TASKS), True) if all_tasks else _columns(table)
+    columns, avg = _columns(table)
+    if all_tasks:  # beside the published rows: their columns, and their Avg
+        columns, avg = all_tasks
     # Next to the published rows (means only, as printed) a measured row is its means too.
     std = not extra_body
     body = _measured_body(table, columns, avg, std=std) + list(extra_body)
     header = ["Model", *(tex_escape(names.task_name(t)) for t in columns)] + (["Avg"] if avg else [])
     rows = len({r for r, _ in table})
     two_line = len(columns) > ONE_LINE_COLUMNS and std
-    caption = _caption(protocol, preset, device, _usual_n(table), variant,
-                       spread="under" if two_line else "after" if std else "",
-                       all_tasks=all_tasks or len(columns) == len(TASKS), avg=avg)
+    first = next(iter(table.values()))
+    caption = _caption(protocol, preset, (first.get("budget", ""), first.get("hardware", device)),
+                       _usual_n(table), variant, tuned=tuned,
+                       spread="under" if two_line else "after" if std else "")
     return _float(caption + (TUNED_CAPTION if tuned else "") + extra_caption,
                   _label("tuned" if tuned else "beside" if extra_body else "", protocol, preset,
                          device, "variants" if variant else ""), header, body,
-                  size=r"\scriptsize" if two_line and rows > LONG_TABLE_ROWS else r"\footnotesize")
+                  size=(r"\scriptsize" if rows > LONG_TABLE_ROWS and (two_line or extra_body)
+                        else r"\footnotesize"),
+                  legend=_legend(table, avg))
 
 
-def to_tex(cells: list[dict[str, Any]], tuned: list[dict[str, Any]] = ()) -> str:
+def to_tex(cells: list[dict[str, Any]], tuned: list[dict[str, Any]] = (), *,
+           only: Keep = _everything) -> str:
     """A table per (protocol, preset, device) of the headline metric, the rows of other configs or
     data in a table of their own after it, the tuned rows (``tuned``: ``lra.leaderboard.tuned``'s
     cells) in theirs, then the published rows of each protocol."""
@@ -373,70 +427,110 @@ def to_tex(cells: list[dict[str, Any]], tuned: list[dict[str, Any]] = ()) -> str
     for (protocol, preset, device, _), table in sorted(_groups(list(tuned)).items()):
         lines += _measured_table((protocol, preset, device, False), table, tuned=True)
     for protocol in ("lra", "modern"):
-        lines += _published_table(protocol)
+        lines += _published_table(protocol, only)
     return _document(lines)
 
 
-def _sources(protocol: str) -> dict[str, str]:
+def _sources(protocol: str, only: Keep = _everything) -> dict[str, str]:
     """{source: its letter a, b, ...} of the published rows of ``protocol``, in table order."""
-    rows = [p["source"] for p in _published_rows() if p["protocol"] == protocol]
+    rows = [p["source"] for p in _published_rows(only) if p["protocol"] == protocol]
     return {source: chr(ord("a") + i) for i, source in enumerate(dict.fromkeys(rows))}
 
 
-def _sources_note(protocol: str) -> str:
-    return "Sources: " + "; ".join(f"$^{{{letter}}}$ {tex_escape(source)}"
-                                   for source, letter in _sources(protocol).items()) + "."
+def _sources_note(protocol: str, only: Keep = _everything) -> str:
+    return "Sources: " + "; ".join(f"$^{{{letter}}}$ {tex_escape(source)}{bib.cite(source)}"
+                                   for source, letter in _sources(protocol, only).items()) + "."
 
 
-def _published_body(protocol: str, columns: list[str]) -> list[str]:
+def _published_body(protocol: str, columns: list[str], only: Keep = _everything,
+                    avg: bool = True) -> list[str]:
     """The published rows of ``protocol``, values as printed, each marked with its source's
     letter (``_sources``; the caption lists them)."""
     body: list[str] = []
-    rows = [p for p in _published_rows() if p["protocol"] == protocol]
-    letters = _sources(protocol)
+    rows = [p for p in _published_rows(only) if p["protocol"] == protocol]
+    letters = _sources(protocol, only)
     averages = {label: avg for label, (_, avg, _) in published.MODERN_PUBLISHED.items()}
     for _, table in published.SOURCES:
         averages.update({family: values[-1] for family, values in table.items()})
-    for row in dict.fromkeys(p["row"] for p in rows):
+    def printed(row: str) -> str:
+        return names.family_name(row) if row in names.declared("attention") else row.split(" (")[0]
+
+    # In the order of the names printed, not of the registry ids behind them.
+    for row in sorted(dict.fromkeys(p["row"] for p in rows), key=lambda r: (printed(r).lower(), r)):
         mine = [p for p in rows if p["row"] == row]
         values = {p["task"]: p["value"] for p in mine}
-        name = (names.family_name(row) if row in names.declared("attention")
-                else row.split(" (")[0])
+        name = printed(row)
         cells = ["--" if t not in values else
                  (values[t] if isinstance(values[t], str) else f"{values[t]:.2f}") for t in columns]
-        avg = averages.get(row)
+        average = averages.get(row)
+        printed_avg = [("--" if average is None else f"{average:.2f}")] if avg else []
         body.append(" & ".join([tex_escape(name) + f"$^{{{letters[mine[0]['source']]}}}$", *cells,
-                                "--" if avg is None else f"{avg:.2f}"]) + r" \\")
+                                *printed_avg]) + r" \\")
     return body
 
 
-def _published_table(protocol: str) -> list[str]:
-    columns = list(TASKS)
+def _kept_tasks(only: Keep) -> tuple[list[str], bool]:
+    """The task columns ``only`` keeps (LRA's order) and whether the printed averages stay (all
+    five averaged tasks kept: an average over tasks not shown is not the row's)."""
+    columns = [t for t in TASKS if only(task=t)]
+    return columns, all(t in columns for t in AVG_TASKS)
+
+
+def _published_table(protocol: str, only: Keep = _everything) -> list[str]:
+    columns, avg = _kept_tasks(only)
+    body = _published_body(protocol, columns, only, avg)
+    if not body or not columns:
+        return []
     caption = ("Published test accuracy (\\%), as printed (not measured here), "
-               + ("LRA's protocol: the last step; FAIL: the source reports chance. Avg: as printed "
-                  "(five tasks)." if protocol == "lra" else
-                  "the families' own recipes: most select on validation. Avg: as printed (six "
-                  "tasks). HGRN1 and HGRN2 scan the pixel grid in 2-D on Image, Pathfinder and "
+               + ("LRA's protocol: the last step; FAIL: the source reports chance."
+                  + (" Avg: as printed (five tasks)." if avg else "") if protocol == "lra" else
+                  "the families' own recipes: most select on validation."
+                  + (" Avg: as printed (six tasks)." if avg else "")
+                  + " HGRN1 and HGRN2 scan the pixel grid in 2-D on Image, Pathfinder and "
                   "Path-X; the Mamba row is HGRN2's authors' re-run; LRU's Image is colour "
-                  "sCIFAR.")) + " " + _sources_note(protocol)
-    return _float(caption, _label("published", protocol), _task_header(columns),
-                  _published_body(protocol, columns))
+                  "sCIFAR.")) + " " + _sources_note(protocol, only)
+    header = ["Model", *(tex_escape(names.task_name(t)) for t in columns)] + (["Avg"] if avg else [])
+    return _float(caption, _label("published", protocol), header, body)
 
 
-def to_tex_with_published(cells: list[dict[str, Any]]) -> str:
+def to_tex_with_published(cells: list[dict[str, Any]], *, only: Keep = _everything) -> str:
     """Per measured table of the preset's rows: the measured rows, then under a rule the published
     rows of the same protocol, marked and as printed: a paper's "ours next to theirs" table."""
     lines = _preamble("leaderboard-published.tex")
+    columns, avg = _kept_tasks(only)
     for key, table in sorted(_groups(cells).items()):
         if key[3]:  # rows of other configs or data: never next to a published row
             continue
         protocol = key[0]
-        columns = list(TASKS)
+        published_rows = _published_body(protocol, columns, only, avg)
+        if not published_rows:
+            continue
         extra = [r"\midrule",
-                 rf"\multicolumn{{{len(columns) + 2}}}{{@{{}}l}}{{\textit{{Published, as printed "
-                 r"(not measured here; other code, hardware and budget)}} \\", r"\addlinespace"]
-        extra += _published_body(protocol, columns)
+                 rf"\multicolumn{{{len(columns) + 1 + avg}}}{{@{{}}l}}{{\textit{{Published, as "
+                 r"printed (not measured here; other code, hardware and budget)}} \\",
+                 r"\addlinespace", *published_rows]
         lines += _measured_table(
             key, table, extra, " Under the rule: published rows of the same protocol, as printed, "
-            "never ranked with the measured rows above. " + _sources_note(protocol), all_tasks=True)
+            f"never ranked with the measured rows above, at another budget ("
+            f"{tex_escape(published_budget(protocol))}). " + _sources_note(protocol, only),
+            all_tasks=(columns, avg))
     return _document(lines)
+
+
+def cited(*documents: str) -> list[str]:
+    """The BibTeX keys the ``documents`` cite (``leaderboard.bib`` holds their entries)."""
+    return sorted({key for text in documents for group in re.findall(r"\\cite\{([^}]*)\}", text)
+                   for key in group.split(",")})
+
+
+def per_table(document: str) -> dict[str, str]:
+    """{file name: text} of each float of a generated ``.tex`` file (``to_tex``,
+    ``to_tex_with_published``), one file per table, named by its ``\\label`` without ``tab:``
+    (``lra-lra-small-cpux1.tex``), each with the file's header and, where it uses it, the
+    ``\\lraunicode`` definition: a paper ``\\input``s the one it cites."""
+    out = {}
+    for block in re.findall(r"\\begin\{table\*?\}.*?\\end\{table\*?\}\n", document, re.S):
+        label = re.search(r"\\label\{tab:([^}]*)\}", block)[1]
+        name = f"{label}.tex"
+        out[name] = _document(_preamble(f"{TABLES_DIR}/{name}") + [block])
+    return out

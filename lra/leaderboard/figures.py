@@ -42,6 +42,9 @@ RC = {"svg.hashsalt": "lra", "font.family": "DejaVu Sans", "axes.grid": True, "g
       # mathtext error stopped the whole build)
       "text.parse_math": False}
 FULL_WIDTH, COLUMN_WIDTH = 6.9, 3.3  # inches: a two-column paper's text width, and one column
+# The tallest figure (inches): with a caption it fits a page of IEEEtran's two-column conference
+# layout (text height 9.5 in) and article's.
+MAX_HEIGHT = 6.5
 # (file-name suffix, width in inches, formats): the full-width PNG is LEADERBOARD.md's.
 SIZES = (("", FULL_WIDTH, ("png", "svg", "pdf")), ("-onecolumn", COLUMN_WIDTH, ("svg", "pdf")))
 # Ten colours and eleven markers: (i mod 10, i mod 11) differ for any two of the first 110 series.
@@ -162,9 +165,15 @@ def _draw_all(draw: Callable[[float], Figure]) -> dict[str, bytes]:
     return out
 
 
-def save(draw: Callable[[float], Figure], fmt: str, width: float = FULL_WIDTH) -> bytes:
-    """The bytes of ``draw(width)`` in format ``fmt`` ("png", "svg" or "pdf")."""
-    with matplotlib.rc_context({**RC, "font.size": font_size(width)}):
+SERIF = "DejaVu Serif"  # ``serif=True``: to match a paper's body text (matplotlib ships it)
+
+
+def save(draw: Callable[[float], Figure], fmt: str, width: float = FULL_WIDTH, *,
+         serif: bool = False) -> bytes:
+    """The bytes of ``draw(width)`` in format ``fmt`` ("png", "svg" or "pdf"); ``serif``: in
+    ``SERIF`` instead of DejaVu Sans."""
+    with matplotlib.rc_context({**RC, "font.size": font_size(width),
+                                **({"font.family": SERIF} if serif else {})}):
         return _bytes(draw(width), fmt)
 
 
@@ -405,14 +414,17 @@ def _slope(k: float | None) -> str:
 LINESTYLES = ("-", "--", ":", "-.")
 
 
-def learning_curves(series: Sequence[Mapping], *, chance: Sequence[tuple[float, str]], title: str,
-                    ylabel: str, width: float = FULL_WIDTH, percent: bool = False) -> Figure:
+def learning_curves(series: Sequence[Mapping], *, chance: Sequence[tuple[float, str]],
+                    title: str | None, ylabel: str, width: float = FULL_WIDTH,
+                    percent: bool = False) -> Figure:
     """A metric against training step, one line per run; dashed grey lines at chance.
 
     series: [{"label", "family", "steps", "values"}], drawn in the given order, coloured by family
     (as in the other figures) with a new line style for each further run of the same family.
     chance: [(level, label)] horizontal reference lines (e.g. 1/classes for accuracy). ``percent``:
-    values and levels are fractions, drawn as percent.
+    values and levels are fractions, drawn as percent. ``title`` None: none (a paper's caption
+    says it). Markers are hollow and each earlier series' a little larger, so that a curve drawn
+    exactly over another (two runs that scored the same) leaves the other's rings visible.
     """
     size = font_size(width)
     full = width >= 5
@@ -423,11 +435,12 @@ def learning_curves(series: Sequence[Mapping], *, chance: Sequence[tuple[float, 
     scale = 100.0 if percent else 1.0
     colours = style([s["family"] for s in series])
     seen: dict[str, int] = {}
-    for s in series:
+    for i, s in enumerate(series):
         n = seen[s["family"]] = seen.get(s["family"], -1) + 1
         st = colours[s["family"]]
         ax.plot(s["steps"], [scale * v for v in s["values"]], color=st["color"],
-                marker=st["marker"], ms=3, ls=LINESTYLES[n % len(LINESTYLES)],
+                marker=st["marker"], mfc="none", mew=0.8,
+                ms=min(3.0 + 1.2 * (len(series) - 1 - i), 8.0), ls=LINESTYLES[n % len(LINESTYLES)],
                 lw=1.8 if s["family"] == "softmax" else 1.0, label=s["label"])
     for level, label in chance:
         ax.axhline(scale * level, color="grey", lw=0.8, ls="--", zorder=1)
@@ -438,7 +451,8 @@ def learning_curves(series: Sequence[Mapping], *, chance: Sequence[tuple[float, 
         percent_axis(ax)
     ax.set_xlabel("training step")
     ax.set_ylabel(ylabel)
-    ax.set_title(wrap(title, width * 0.9, size), fontsize=size)
+    if title:
+        ax.set_title(wrap(title, width * 0.9, size), fontsize=size)
     fig.legend(loc="outside lower center", ncol=ncol, fontsize=size - 1.5, handlelength=2.2,
                columnspacing=1.0)
     return fig
@@ -469,10 +483,14 @@ def family_figure(families: Sequence[Mapping], *, chance: Sequence[tuple[float, 
     order; ``title`` is the panel's title, e.g. the family's paper name).
     """
     size = font_size(width)
-    cols = min(5 if width >= 5 else 3, len(families))
+    full = width >= 5
+    cols = min(5 if full else 3, len(families))
+    if not full and math.ceil(len(families) / cols) * 0.85 * width / cols + 0.6 > MAX_HEIGHT:
+        cols = min(4, len(families))  # a long column of panels: one more panel a row
     rows = math.ceil(len(families) / cols)
     panel_w = width / cols
-    fig = new_figure(width, 0.85 * panel_w * rows + 0.6, constrained=True)
+    # at most MAX_HEIGHT: the panels flatten rather than the figure outgrow a page
+    fig = new_figure(width, min(0.85 * panel_w * rows + 0.6, MAX_HEIGHT), constrained=True)
     axes = fig.subplots(rows, cols, sharex=True, sharey=True, squeeze=False)
     title_size = size - 1
 
@@ -501,8 +519,13 @@ def family_figure(families: Sequence[Mapping], *, chance: Sequence[tuple[float, 
             ax.xaxis.set_tick_params(labelbottom=True)
             for tick in ax.get_xticklabels():
                 tick.set_rotation(30 if width < 5 else 0)
-    suptitle = title + ("; dashed: " + "; ".join(label for _, label in chance) if chance else "")
-    fig.suptitle(wrap(suptitle, width * 0.95, size), fontsize=size)
-    fig.supxlabel("training step", fontsize=size - 1)
+    dashed = "dashed: " + "; ".join(label for _, label in chance) if chance else ""
+    if full:
+        fig.suptitle(wrap(title + (f"; {dashed}" if dashed else ""), width * 0.95, size),
+                     fontsize=size)
+    # One column is a paper's figure: its caption says the title (no title drawn twice, and the
+    # height goes to the panels); what the dashed line is stays on the axis.
+    fig.supxlabel("training step" + (f" ({dashed})" if dashed and not full else ""),
+                  fontsize=size - 1)
     fig.supylabel(ylabel, fontsize=size - 1)
     return fig

@@ -224,6 +224,16 @@ def _check_eval_history(record: dict[str, Any], steps: int, best_step: int | Non
                               f"eval_history.val_accuracy ({max(history['val_accuracy'])})")
 
 
+def _check_class_counts(record: dict[str, Any]) -> None:
+    """Examples per class of each split (``lra.train.split_class_counts``): the at-chance mark's
+    majority class."""
+    for split, counts in (_need(record, "data.class_counts", "object", optional=True) or {}).items():
+        if not (isinstance(counts, list) and counts
+                and all(_integer(c) and c >= 0 for c in counts)):
+            raise ResultFileError(f"data.class_counts.{split}: {_kind(counts)}, not a list of "
+                                  f"example counts per class")
+
+
 def _check_data(record: dict[str, Any], version: int) -> None:
     if _need(record, "data", "object", optional=version == 1) is None:
         return
@@ -233,6 +243,7 @@ def _check_data(record: dict[str, Any], version: int) -> None:
     # the examples of each split: the at-chance mark reads the test split's where evaluated lacks it
     for split in _need(record, "data.examples", "object", optional=True) or {}:
         _need(record, f"data.examples.{split}", "int", low=0, nullable=True)
+    _check_class_counts(record)
     empty = [split for split, n in evaluated.items() if n == 0]
     if empty:
         raise ResultFileError(f"data.evaluated: its evaluation saw zero examples ({', '.join(empty)})")

@@ -20,7 +20,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from lra.leaderboard import names, published
+from lra.leaderboard import budget, names, published
 from lra.leaderboard.accuracy import BEST_VAL, HEADLINE, _column
 from lra.leaderboard.cells import CELL_LEGEND
 from lra.leaderboard.curves import CurvesError, chance_level
@@ -48,7 +48,8 @@ MARKS = {
             "no real difference",
     "few": "† fewer seeds than this table's usual number",
     "chance": "k of the n seeds within one standard error of chance (1/classes on the test "
-              "examples the run evaluated)",
+              "examples the run evaluated) or no better than predicting the test split's "
+              "majority class every time",
 }
 
 
@@ -113,25 +114,36 @@ def _published_rows(proto: str) -> list[dict[str, Any]]:
         for source, table in published.SOURCES:
             for fam in sorted(table):
                 *vals, printed = table[fam]
-                rows.append(_published_row(fam, fam, vals, printed, "avg over 5 tasks", source))
+                rows.append(_published_row(fam, fam, vals, printed, "avg over 5 tasks", source,
+                                           five_printed=True))
     elif proto == "modern":
         for name, (vals, printed, source) in published.MODERN_PUBLISHED.items():
             as_family = PUBLISHED_AS.get(name) or name.split(" ")[0].lower()
             rows.append(_published_row(name, as_family, list(vals), printed, "avg over 6 tasks",
                                        source))
-    return rows
+    # In the order of the names printed, not of the registry ids behind them.
+    return sorted(rows, key=lambda r: (r["name"].lower(), r["source"]))
 
 
 def _published_row(name: str, family: str, vals: list, printed: float | None, printed_what: str,
-                   source: str) -> dict[str, Any]:
+                   source: str, *, five_printed: bool = False) -> dict[str, Any]:
+    """One published row. Its average column shows what was printed where the source printed the
+    same five-task average (LRA's), with the recomputation from the printed cells beside it where
+    they differ (``avgText``); else the recomputation, the printed one (other tasks) in the tip."""
     cells = {}
     for task, v in zip(TASKS, vals):
         if v is not None:
             cells[task] = {"t": v, "m": None} if isinstance(v, str) else {"t": f"{v:.2f}", "m": v}
     five = [v for v in vals[:5] if isinstance(v, float)]
     avg = round(sum(five) / 5, 4) if len(five) == 5 else None
+    if five_printed and printed is not None:
+        text = f"{printed:.2f}" + ("" if avg is None or f"{avg:.2f}" == f"{printed:.2f}"
+                                   else f" (recomputed {avg:.2f})")
+    else:
+        text = "—" if avg is None else f"{avg:.2f} (recomputed)"
     return {"name": names.family_name(name), "kind": names.family_kind(family) or "", "cells": cells,
-            "avg": avg, "printed": None if printed is None else f"{printed:.2f} ({printed_what})",
+            "avg": avg, "avgText": text,
+            "printed": None if printed is None else f"{printed:.2f} ({printed_what})",
             "source": source}
 
 
@@ -150,6 +162,7 @@ def _accuracy_views(cells: list[dict[str, Any]], runs: list[dict[str, Any]]) -> 
         group = by_view[key]
         columns = task_columns([{"task": c["task"]} for c in group])
         rows = _view_rows(group)
+        in_view = [r for r in runs if (protocol(r), r["preset"], device_label(r)) == key]
         view_seeds: dict[str, dict[str, list]] = defaultdict(dict)
         for row in rows:
             for task in columns:
@@ -164,7 +177,10 @@ def _accuracy_views(cells: list[dict[str, Any]], runs: list[dict[str, Any]]) -> 
             "tasks": [{"id": t, "name": names.task_name(t), "valtest": _column(t, BEST_VAL) != t}
                       for t in columns],
             "rows": [rows[r] for r in sorted(rows)], "seeds": view_seeds,
-            "chance": _chance_levels(columns), "published": _published_rows(proto)})
+            "chance": _chance_levels(columns), "published": _published_rows(proto),
+            "budget": budget.budget(in_view), "hardware": budget.hardware(in_view),
+            "publishedBudget": (budget.LRA_PUBLISHED_BUDGET if proto == "lra"
+                                else budget.MODERN_PUBLISHED_BUDGET)})
     return views
 
 

@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from lra import config as lra_config
-from lra.leaderboard import identity, reader
+from lra.leaderboard import budget, identity, reader
 from lra.leaderboard.accuracy import at_chance
-from lra.leaderboard.cells import CELL_LEGEND, cell_objects, md_table
+from lra.leaderboard.cells import CELL_LEGEND, cell_objects, md_table, md_text
 from lra.leaderboard.load import ResultFileError, device_label, protocol, skip_line, task_columns
 from lra.selection import FORMAT, SELECTIONS_DIR
 
@@ -177,13 +177,19 @@ def section(selections: list[dict[str, Any]], headline: dict[str, str],
                    if any((n, t) in values for n in names)]
         cells = cell_objects(values, names, columns, at_chance=chance)
         family = {row: run["attention"] for row, run in rows}
+        as_rows = [{**run, "_row": row} for row, run in rows]
+        spent, per_task = budget.budget(as_rows), budget.budgets(as_rows)
+        kit = budget.hardware([run for _, run in rows])
         if collect is not None:
             collect += [{"protocol": proto, "preset": preset, "device": device, "metric": metric,
+                         "budget": spent, "hardware": kit,
+                         "task_budget": per_task[t],
                          "task": t, "row": n, "family": family[n], "overrides": "tuned",
                          "cell": cells[(n, t)]}
                         for n in names for t in columns if cells[(n, t)].stats is not None]
         lines += [f"### Tuned: {proto} protocol, preset `{preset}` on {device}", "",
-                  f"Test accuracy ({metric.replace('_', ' ')}, %). {CELL_LEGEND}", ""]
+                  f"Test accuracy ({metric.replace('_', ' ')}, %). {CELL_LEGEND}", "",
+                  f"Budget: {md_text(spent)}. Hardware: {md_text(kit)}.", ""]
         lines += md_table(["attention [chosen values]", *columns],
                           [[n, *(cells[(n, t)].text() for t in columns)] for n in names]) + [""]
     return lines

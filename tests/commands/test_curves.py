@@ -156,3 +156,27 @@ def test_the_out_suffix_names_the_format(workdirs, tmp_path, capsys):
     assert "'.jpg' names no format this writes; end the name in .png, .svg or .pdf" in \
         capsys.readouterr().err
     assert not (tmp_path / "curves.jpg").exists()
+
+
+def test_curves_axis_in_words_no_title_serif_and_a_hidden_curve_still_shows(tmp_path):
+    """Issue 54 item 8, fails on 049feb4: the axis read `val_accuracy`, the title could not be
+    left out, no serif face, and two runs that scored the same drew one curve over the other."""
+    same = [_workdir(tmp_path / "a", "softmax", 0, [0.1, 0.2, 0.3]),
+            _workdir(tmp_path / "b", "linear", 0, [0.1, 0.2, 0.3])]
+    svg = curves.draw(same, "val_accuracy", "svg", "column").decode()
+    assert "validation accuracy (%)" in svg and "val_accuracy" not in svg
+    assert "Validation accuracy against training step" in svg
+    bare = curves.draw(same, "val_accuracy", "svg", "column", title=False, serif=True).decode()
+    assert "against training step" not in bare
+    assert "DejaVu Serif" in bare or "DejaVuSerif" in bare
+    assert curves.main([*map(str, same), "--no-title", "--serif", "--out",
+                        str(tmp_path / "c.pdf")]) == 0
+    # the first curve's hollow markers are larger than the second's: drawn over, both show
+    from lra.leaderboard import figures
+    fig = figures.learning_curves(
+        [{"label": "a", "family": "softmax", "steps": [1, 2], "values": [0.1, 0.2]},
+         {"label": "b", "family": "linear", "steps": [1, 2], "values": [0.1, 0.2]}],
+        chance=[], title=None, ylabel="y", width=figures.COLUMN_WIDTH, percent=True)
+    first, second = fig.axes[0].get_lines()[:2]
+    assert first.get_markersize() > second.get_markersize()
+    assert first.get_markerfacecolor() == "none" and fig.axes[0].get_title() == ""

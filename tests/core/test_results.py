@@ -40,6 +40,9 @@ def test_result_file_records_data_provenance(finished):
     assert data["generator"]["version"] >= 1
     assert data["examples"] == {"train": 128, "val": 32, "test": 32}
     assert data["evaluated"] == {"val": 32, "test_at_best_val": 32, "test_at_last": 32}
+    # issue 54: examples per class, for the at-chance mark's majority class
+    assert {k: (len(v), sum(v)) for k, v in data["class_counts"].items()} == {
+        "train": (10, 128), "val": (10, 32), "test": (10, 32)}
     first = [x for x in err.splitlines() if x.startswith("data: ")]
     assert first and "train 128, val 32, test 32" in first[0] and "seed 0" in first[0]
 

@@ -23,6 +23,8 @@ PAPER = r"""\documentclass[{mode}]{{article}}
 Table~\ref{{tab:lra-lra-small-cpux1}} and Table~\ref{{tab:lra-published-lra}}.
 \input{{leaderboard.tex}}
 \input{{{published}}}
+\bibliographystyle{{plain}}
+\bibliography{{leaderboard}}
 \end{{document}}
 """
 
@@ -34,7 +36,8 @@ def _write(results, name, record):
 
 def _outputs(results):
     out = build_all(results, [])
-    for name, key in (("leaderboard.tex", "tex"), (TEX_PUBLISHED_FILE, "tex_published")):
+    for name, key in (("leaderboard.tex", "tex"), (TEX_PUBLISHED_FILE, "tex_published"),
+                      ("leaderboard.bib", "bib")):
         (results / name).write_text(out[key])
     return out
 
@@ -48,8 +51,20 @@ def committed(tmp_path_factory):
     return results, _outputs(results)
 
 
+def _compile(paper):
+    """pdflatex, bibtex (the tables' \\cite keys), then pdflatex twice: every reference resolved."""
+    run = None
+    for step in ("pdflatex", "bibtex", "pdflatex", "pdflatex"):
+        args = ([step, "paper"] if step == "bibtex" else
+                [step, "-interaction=nonstopmode", "-halt-on-error", "paper.tex"])
+        run = subprocess.run(args, cwd=paper, capture_output=True, text=True, timeout=120)
+        if step == "bibtex":
+            assert run.returncode == 0, run.stdout[-2000:]
+    return run
+
+
 @pytest.mark.slow
-@pytest.mark.skipif(shutil.which("pdflatex") is None,
+@pytest.mark.skipif(shutil.which("pdflatex") is None or shutil.which("bibtex") is None,
                     reason="pdflatex is not installed (Debian: texlive-latex-recommended)")
 @pytest.mark.parametrize("mode", ["onecolumn", "twocolumn"])
 def test_the_committed_tables_compile_without_an_overfull_box(committed, tmp_path, mode):
@@ -57,15 +72,13 @@ def test_the_committed_tables_compile_without_an_overfull_box(committed, tmp_pat
     top of each other, the published table's source column off the page in one column."""
     source, out = committed
     for tex in (out["tex"], out["tex_published"]):
-        assert tex.count(r"\begin{table*}") == tex.count(r"\label{tab:lra-")
+        assert tex.count(r"\begin{table") == tex.count(r"\label{tab:lra-")
     paper = tmp_path / "paper"
     paper.mkdir()
-    for name in ("leaderboard.tex", TEX_PUBLISHED_FILE):
+    for name in ("leaderboard.tex", TEX_PUBLISHED_FILE, "leaderboard.bib"):
         shutil.copy(source / name, paper / name)
     (paper / "paper.tex").write_text(PAPER.format(mode=mode, published=TEX_PUBLISHED_FILE))
-    for _ in range(2):  # twice: the references resolve on the second run
-        run = subprocess.run(["pdflatex", "-interaction=nonstopmode", "-halt-on-error", "paper.tex"],
-                             cwd=paper, capture_output=True, text=True, timeout=120)
+    run = _compile(paper)
     log = (paper / "paper.log").read_text(errors="replace")
     assert run.returncode == 0, log[-3000:]
     for problem in ("Overfull \\hbox", "Overfull \\vbox", "Float too large", "undefined"):
@@ -127,3 +140,58 @@ def test_the_csv_carries_the_published_rows_with_their_source(tmp_path):
     modern = {(r["row"], r["task"]): r for r in published if r["protocol"] == "modern"}
     assert modern[("S5", "pathx")]["mean"] == "98.5800" and modern[("S5", "pathx")]["family"] == "s5"
     assert "ci_clipped" in rows[0] and rows[0]["preset"] == "small"
+
+
+IEEE_PAPER = r"""\documentclass[conference]{{IEEEtran}}
+\usepackage{{booktabs}}
+\usepackage{{graphicx}}
+\begin{{document}}
+\title{{A test}}
+\maketitle
+\section{{Results}}
+Table~\ref{{tab:{label}}} and Fig.~\ref{{fig:curves}}.
+\input{{{table}}}
+\begin{{figure}}[tbp]
+\centering
+\includegraphics[width=\columnwidth]{{curves.pdf}}
+\caption{{Validation accuracy during training, one panel per family.}}
+\label{{fig:curves}}
+\end{{figure}}
+\bibliographystyle{{IEEEtran}}
+\bibliography{{leaderboard}}
+\end{{document}}
+"""
+
+
+def _ieeetran_installed():
+    if None in (shutil.which("pdflatex"), shutil.which("bibtex"), shutil.which("kpsewhich")):
+        return False
+    found = subprocess.run(["kpsewhich", "IEEEtran.cls", "ptmr7t.tfm"], capture_output=True,
+                           text=True).stdout.split()
+    return len(found) == 2  # the class and its Times font
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _ieeetran_installed(),
+                    reason="pdflatex, IEEEtran.cls or its Times font is not installed (Debian: "
+                           "texlive-latex-recommended texlive-publishers "
+                           "texlive-fonts-recommended)")
+def test_a_two_column_ieeetran_paper_takes_one_table_and_one_figure(committed, tmp_path):
+    """Issue 54's done-when, fails on 049feb4: no file held one table (leaderboard.tex held all,
+    each a table*), and the one-column curves figure of 25 families was 3.3 x 9.0 in: "Float too
+    large for page by 39.77pt"."""
+    _, out = committed
+    figure = out["figures"]["curves-listops-small-onecolumn.pdf"]
+    paper = tmp_path / "paper"
+    paper.mkdir()
+    name = "lra-lra-small-cpux1.tex"
+    (paper / name).write_text(out["tables"][name])
+    (paper / "curves.pdf").write_bytes(figure)
+    (paper / "leaderboard.bib").write_text(out["bib"])
+    (paper / "paper.tex").write_text(IEEE_PAPER.format(label=name[:-4], table=name))
+    run = _compile(paper)
+    assert "\\cite{tay2021lra}" in out["tables"][name] and "@inproceedings{tay2021lra," in out["bib"]
+    log = (paper / "paper.log").read_text(errors="replace")
+    assert run.returncode == 0, log[-3000:]
+    for problem in ("Overfull \\hbox", "Overfull \\vbox", "Float too large", "undefined"):
+        assert problem not in log, [ln for ln in log.splitlines() if problem in ln]

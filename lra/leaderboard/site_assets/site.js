@@ -167,6 +167,7 @@
       el("p", { class: "note" }, v.protocol === "modern"
         ? "The families' published modern recipes (--protocol modern): never ranked with the LRA protocol's tables."
         : "LRA's protocol: the headline is test accuracy at the last step, as LRA's Table 1 reports."),
+      el("p", { class: "note budget" }, "Budget: " + v.budget + ". Hardware: " + v.hardware + "."),
       el("form", { class: "controls", onsubmit: function (e) { e.preventDefault(); } },
         el("label", null, el("span", null, "Metric"), metricSel),
         el("label", null, el("span", null, "Kind"), kindSel),
@@ -224,6 +225,16 @@
     });
   }
 
+  // The average column only where some row shown has one (no column of dashes).
+  function hasAvg(v) {
+    return v.rows.some(function (r) { var a = (r.avg || {})[state.metric]; return a !== null && a !== undefined; }) ||
+      (state.published && v.published.some(function (r) { return r.avg !== null && r.avg !== undefined; }));
+  }
+
+  function taskCols(cols) { return cols.slice(2).filter(function (c) { return c.id !== "avg"; }); }
+
+  function withAvg(cols) { return cols[cols.length - 1].id === "avg"; }
+
   function drawTable() {
     var v = state.view;
     var table = document.getElementById("board");
@@ -237,8 +248,8 @@
           hint: t.valtest && state.metric === "test_accuracy_at_best_val"
             ? "validation = test split: this task has no validation split, so best-validation selection is made on test" : null };
       }))
-      .concat([{ id: "avg", label: "avg (5 tasks)", num: true,
-        hint: "mean of the ListOps, Text, Retrieval, Image and Pathfinder means (LRA's average, Path-X left out); only where all five are measured" }]);
+      .concat(hasAvg(v) ? [{ id: "avg", label: "avg (5 tasks)", num: true,
+        hint: "mean of the ListOps, Text, Retrieval, Image and Pathfinder means (LRA's average, Path-X left out); only where all five are measured" }] : []);
     add(table, el("caption", null, metric.label + " (%), " + viewLabel(v)));
     add(table, el("thead", null, el("tr", null, cols.map(function (c) {
       var active = state.sort.col === c.id;
@@ -268,7 +279,8 @@
     if (pubs.length) {
       add(table, el("tbody", { class: "published" },
         el("tr", { class: "group" }, el("th", { colspan: n, scope: "rowgroup" },
-          "Published (not measured here): cells as printed, never ranked with the measured rows")),
+          "Published (not measured here; at another budget: " + state.view.publishedBudget +
+          "): cells and averages as printed (the recomputation beside an average where it differs), never ranked with the measured rows")),
         sorted(pubs, true).map(function (r) { return publishedRow(r, cols); })));
     }
   }
@@ -289,12 +301,12 @@
         r.overrides ? el("span", { class: "over" }, " " + r.overrides) : null,
         el("span", { class: "kindsub" }, r.kind)),
       el("td", { class: "kind" }, r.kind || "—"),
-      cols.slice(2, -1).map(function (c) {
+      taskCols(cols).map(function (c) {
         var cell = cellOf(r, c.id);
         if (!cell) return el("td", { class: "num none", "data-task": c.id }, "—");
         return el("td", { class: "num", "data-task": c.id }, cellLink(cell, c.id, r));
       }),
-      el("td", { class: "num avg" }, fmt((r.avg || {})[state.metric])));
+      withAvg(cols) ? el("td", { class: "num avg" }, fmt((r.avg || {})[state.metric])) : null);
   }
 
   function fmt(x) { return x === null || x === undefined ? "—" : x.toFixed(2); }
@@ -329,13 +341,13 @@
         el("span", { class: "badge", "data-tip": r.source }, "published"),
         el("span", { class: "kindsub" }, r.kind)),
       el("td", { class: "kind" }, r.kind || "—"),
-      cols.slice(2, -1).map(function (c) {
+      taskCols(cols).map(function (c) {
         var cell = r.cells[c.id];
         return el("td", { class: "num" + (cell ? "" : " none"), "data-task": c.id,
           "data-tip": cell ? "as printed in " + r.source : null }, cell ? cell.t : "—");
       }),
-      el("td", { class: "num avg", "data-tip": "recomputed from the printed cells" +
-        (r.printed ? "; printed: " + r.printed : "") }, fmt(r.avg)));
+      withAvg(cols) ? el("td", { class: "num avg", "data-tip": (r.printed ? "printed: " + r.printed + "; " : "") +
+        "recomputed from the printed cells: " + fmt(r.avg) }, r.avgText || fmt(r.avg)) : null);
   }
 
   // ------------------------------------------------------------------------------------------
