@@ -217,26 +217,24 @@ def declared(package: str) -> dict[str, dict[str, Any]]:
     or ``"tasks"``) whose names do not start with ``_``, in file order, then over the modules of
     installed plugins (``plugins``); ``{}`` where the package cannot be found. The dicts are
     shared: do not change them."""
-    folder = _package_dir(package)
-    if folder is None:
-        return {}
-    out: dict[str, dict[str, Any]] = {}
-    for path in sorted(folder.glob("*.py")):
-        if not path.name.startswith("_"):
-            out.update(_read_file(path))
+    out = _over_files(package, _read_file)
     return out | _plugin_facts(package, out)
+
+
+def _over_files(package: str, read) -> dict[str, dict[str, Any]]:
+    """``read(path)`` merged over the files of ``package`` whose names do not start with ``_``,
+    in file order; ``{}`` where the package cannot be found."""
+    folder = _package_dir(package)
+    out: dict[str, dict[str, Any]] = {}
+    for path in sorted(folder.glob("*.py")) if folder is not None else []:
+        if not path.name.startswith("_"):
+            out.update(read(path))
+    return out
 
 
 @functools.cache
 def _all_init_defaults(package: str) -> dict[str, dict[str, Any]]:
-    folder = _package_dir(package)
-    if folder is None:
-        return {}
-    out: dict[str, dict[str, Any]] = {}
-    for path in sorted(folder.glob("*.py")):
-        if not path.name.startswith("_"):
-            out.update(_init_defaults(path))
-    return out
+    return _over_files(package, _init_defaults)
 
 
 def init_options(package: str, name: str) -> dict[str, Any]:
