@@ -81,8 +81,13 @@ def test_reproduce_runs_the_seeds_and_prints_the_table(tmp_path, capsys):
     lines = out.splitlines()
     runs = sorted((tmp_path / "results" / "runs").glob("*.json"))
     assert len(runs) == 2
-    accs = [json.loads(p.read_text())["metrics"]["test_accuracy_at_last"] for p in runs]
-    k = sum(abs(a - 0.1) <= standard_error(0.1, 32) for a in accs)
+    records = [json.loads(p.read_text()) for p in runs]
+    accs = [r["metrics"]["test_accuracy_at_last"] for r in records]
+    # at chance: within one standard error of 1/classes, or no better than the test split's
+    # majority class (the file records its class counts: issue 54)
+    k = sum(abs(a - 0.1) <= standard_error(0.1, 32)
+            or a <= max(r["data"]["class_counts"]["test"]) / 32 + 1e-9
+            for a, r in zip(accs, records, strict=True))
     mean = 100 * sum(accs) / 2
     [row] = [ln for ln in lines if ln.startswith("| 36.37 |")]
     assert f"| {mean:.2f} ± " in row and f"(2) | {mean - 36.37:+.2f} | {k}/2 |" in row
