@@ -4,7 +4,7 @@ The contract
 ------------
 A family is one ``flax.nnx.Module`` class in its own file in this package, registered by name::
 
-    from attention import register
+    from lra.attention import register
 
     @register("myattn")
     class MyAttention(nnx.Module):
@@ -110,7 +110,7 @@ registers its class as ``<name>@<8 hex digits of the file's SHA-256>``, ``<name>
 Building blocks
 ---------------
 A family outside this tree builds from these public names (imported on first use, so that
-``import attention`` stays free of JAX): ``HeadProjections`` (q, k, v ``[B, L, H, Dh]`` from
+``import lra.attention`` stays free of JAX): ``HeadProjections`` (q, k, v ``[B, L, H, Dh]`` from
 ``x`` and the output projection back, ``.qkv(x)`` and ``.merge(o)``), ``Dense`` (a bias-free
 Xavier-initialised linear map), ``key_mask(mask, x)`` (the contract's mask as a concrete
 bool[B, L]), ``dropout_probs(probs, rate, rng)`` (attention-weight dropout), ``MASKED_LOGIT`` (the
@@ -182,7 +182,7 @@ def load_file(spec: str) -> str:
     """Register the class of ``path/to/file.py:ClassName`` (imported once per process) and return
     its registered name, ``<name>@<hash>`` (module docstring). Raises ``ValueError`` with one line
     for a missing file, a missing class, a class that is not a family or a file that fails."""
-    from attention import _file
+    from lra.attention import _file
 
     available()  # discover this tree and the plugins first: they register under their own names
     _importing_file[0] = True
@@ -194,7 +194,7 @@ def load_file(spec: str) -> str:
 
 def is_file_spec(text: str) -> bool:
     """Whether ``text`` has the form ``path/to/file.py:ClassName`` (``load_file``'s argument)."""
-    from attention import _file
+    from lra.attention import _file
 
     return _file.is_spec(text)
 
@@ -202,7 +202,7 @@ def is_file_spec(text: str) -> bool:
 def file_source(name: str) -> dict[str, Any] | None:
     """What a result file records of a family ``load_file`` registered (``attention_file``: path,
     class, sha256, and the declared display_name and kind), else None."""
-    from attention import _file
+    from lra.attention import _file
 
     return _file.source(name)
 
@@ -225,7 +225,7 @@ def plugins() -> dict[str, str]:
 def available() -> list[str]:
     """Sorted names of every registered attention family (this tree's and the plugins'; not the
     one-file families ``load_file`` registered, which are found by name only)."""
-    from attention import _file
+    from lra.attention import _file
 
     return [n for n in _REGISTRY.names() if _file.source(n) is None]
 

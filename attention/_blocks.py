@@ -54,9 +54,8 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-
-from attention import _platform
-from attention._projections import MASKED_LOGIT, dropout_probs
+from lra.attention import _platform
+from lra.attention._projections import MASKED_LOGIT, dropout_probs
 
 _SPECS = {
     "block": ("bnqhd,bnkhd->bhnqk", "bhnqk,bnkhd->bnqhd"),

@@ -39,8 +39,7 @@ import functools
 
 import jax
 import jax.numpy as jnp
-
-from attention._projections import MASKED_LOGIT
+from lra.attention._projections import MASKED_LOGIT
 
 PAD_LOGIT = -2e30     # key positions that pad the length to whole blocks
 

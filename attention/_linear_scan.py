@@ -12,9 +12,8 @@ import functools
 
 import jax
 import jax.numpy as jnp
-
-from attention import _platform
-from attention._causal_scan_pallas import pallas_causal_sums
+from lra.attention import _platform
+from lra.attention._causal_scan_pallas import pallas_causal_sums
 
 
 def heads_first(*arrays: jax.Array) -> tuple[jax.Array, ...]:

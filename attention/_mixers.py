@@ -20,8 +20,7 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jnp
 from flax import nnx
-
-from attention._chunked import flip_within_length, lengths_of
+from lra.attention._chunked import flip_within_length, lengths_of
 
 
 def real_mask(mask: jax.Array | None, x: jax.Array) -> jax.Array:

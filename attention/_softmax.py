@@ -15,10 +15,9 @@ import sys
 
 import jax
 import jax.numpy as jnp
-
-from attention import _platform
-from attention._flash import blocked_attention
-from attention._projections import MASKED_LOGIT, dropout_probs
+from lra.attention import _platform
+from lra.attention._flash import blocked_attention
+from lra.attention._projections import MASKED_LOGIT, dropout_probs
 
 IMPLS = ("auto", "dense", "blocked", "cudnn")
 BLOCK_SIZE = 128          # keys per block of the blocked path (128-512 measured alike on this CPU)

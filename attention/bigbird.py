@@ -60,9 +60,8 @@ from typing import ClassVar
 import jax
 import jax.numpy as jnp
 from flax import nnx
-
-from attention import register
-from attention._blocks import (
+from lra.attention import register
+from lra.attention._blocks import (
     attend_heads,
     from_head_blocks,
     neighbours,
@@ -71,7 +70,7 @@ from attention._blocks import (
     to_blocks,
     to_head_blocks,
 )
-from attention._projections import HeadProjections, key_mask
+from lra.attention._projections import HeadProjections, key_mask
 
 
 class RandomBlockPriority(nnx.Variable):

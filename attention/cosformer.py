@@ -35,10 +35,9 @@ from typing import ClassVar
 import jax
 import jax.numpy as jnp
 from flax import nnx
-
-from attention import register
-from attention._linear_scan import causal_linear_sums, heads_first, linear_sums
-from attention._projections import HeadProjections, key_mask
+from lra.attention import register
+from lra.attention._linear_scan import causal_linear_sums, heads_first, linear_sums
+from lra.attention._projections import HeadProjections, key_mask
 
 EPS = 1e-6
 

@@ -30,9 +30,8 @@ from typing import ClassVar
 import jax
 import jax.numpy as jnp
 from flax import nnx
-
-from attention import register
-from attention._projections import key_mask
+from lra.attention import register
+from lra.attention._projections import key_mask
 
 
 def fnet_mix(x: jax.Array, mask: jax.Array | None = None) -> jax.Array:

@@ -34,12 +34,19 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 from flax import nnx
-
-from attention import register
-from attention._chunked import chunked_delta_rule
-from attention._mixers import HeadNorm, Linear, ShortConv, both_directions, dt_bias_init, real_mask, zero_pads
-from attention._projections import Dense, head_dim
-from attention._ssm import ssm_param
+from lra.attention import register
+from lra.attention._chunked import chunked_delta_rule
+from lra.attention._mixers import (
+    HeadNorm,
+    Linear,
+    ShortConv,
+    both_directions,
+    dt_bias_init,
+    real_mask,
+    zero_pads,
+)
+from lra.attention._projections import Dense, head_dim
+from lra.attention._ssm import ssm_param
 
 
 def l2_normalise(x: jax.Array, eps: float = 1e-6) -> jax.Array:

@@ -49,11 +49,10 @@ import math
 import jax
 import jax.numpy as jnp
 from flax import nnx
-
-from attention import register
-from attention._chunked import chunked_decay_attention
-from attention._mixers import HeadNorm, Linear, both_directions, real_mask, zero_pads
-from attention._projections import Dense, head_dim
+from lra.attention import register
+from lra.attention._chunked import chunked_decay_attention
+from lra.attention._mixers import HeadNorm, Linear, both_directions, real_mask, zero_pads
+from lra.attention._projections import Dense, head_dim
 
 VARIANTS = ("gla", "hgrn2")
 

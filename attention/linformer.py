@@ -37,10 +37,9 @@ from typing import ClassVar
 import jax
 import jax.numpy as jnp
 from flax import nnx
-
-from attention import register
-from attention._projections import HeadProjections, key_mask
-from attention._softmax import softmax_kernel
+from lra.attention import register
+from lra.attention._projections import HeadProjections, key_mask
+from lra.attention._softmax import softmax_kernel
 
 _xavier = nnx.initializers.xavier_uniform()
 

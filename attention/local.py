@@ -47,9 +47,8 @@ from typing import ClassVar
 import jax
 import jax.numpy as jnp
 from flax import nnx
-
-from attention import register
-from attention._blocks import (
+from lra.attention import register
+from lra.attention._blocks import (
     MASKED_LOGIT,
     from_head_blocks,
     head_groups,
@@ -57,7 +56,7 @@ from attention._blocks import (
     to_head_blocks,
     with_global_tokens,
 )
-from attention._projections import HeadProjections, key_mask
+from lra.attention._projections import HeadProjections, key_mask
 
 
 def local_kernel(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array | None = None, *,

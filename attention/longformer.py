@@ -42,9 +42,8 @@ from typing import ClassVar
 import jax
 import jax.numpy as jnp
 from flax import nnx
-
-from attention import register
-from attention._blocks import (
+from lra.attention import register
+from lra.attention._blocks import (
     attend_heads,
     block_positions,
     from_head_blocks,
@@ -55,7 +54,7 @@ from attention._blocks import (
     to_head_blocks,
     with_global_tokens,
 )
-from attention._projections import Dense, HeadProjections, head_dim, key_mask
+from lra.attention._projections import Dense, HeadProjections, head_dim, key_mask
 
 
 def window_reach(window: int, causal: bool) -> tuple[int, int]:

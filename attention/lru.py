@@ -38,9 +38,8 @@ from typing import ClassVar
 import jax
 import jax.numpy as jnp
 from flax import nnx
-
-from attention import register
-from attention._ssm import diagonal_scan, masked_input, ssm_param
+from lra.attention import register
+from lra.attention._ssm import diagonal_scan, masked_input, ssm_param
 
 
 def ring_init(key: jax.Array, state_size: int, r_min: float, r_max: float, max_phase: float):

@@ -46,10 +46,9 @@ from typing import ClassVar
 import jax
 import jax.numpy as jnp
 from flax import nnx
-
-from attention import register
-from attention._projections import Dense, head_dim, key_mask
-from attention._softmax import softmax_kernel
+from lra.attention import register
+from lra.attention._projections import Dense, head_dim, key_mask
+from lra.attention._softmax import softmax_kernel
 
 
 def luna_kernel(q: jax.Array, k: jax.Array, v: jax.Array, p_q: jax.Array,

@@ -48,11 +48,10 @@ import math
 import jax
 import jax.numpy as jnp
 from flax import nnx
-
-from attention import register
-from attention._mixers import Linear, ShortConv, both_directions, dt_bias_init, real_mask, zero_pads
-from attention._projections import Dense
-from attention._ssm import ssm_param
+from lra.attention import register
+from lra.attention._mixers import Linear, ShortConv, both_directions, dt_bias_init, real_mask, zero_pads
+from lra.attention._projections import Dense
+from lra.attention._ssm import ssm_param
 
 
 def selective_scan(x: jax.Array, delta: jax.Array, a: jax.Array, b: jax.Array, c: jax.Array, *,

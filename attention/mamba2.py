@@ -39,12 +39,11 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 from flax import nnx
-
-from attention import register
-from attention._chunked import chunked_decay_attention
-from attention._mixers import ShortConv, both_directions, dt_bias_init, real_mask, zero_pads
-from attention._projections import Dense
-from attention._ssm import ssm_param
+from lra.attention import register
+from lra.attention._chunked import chunked_decay_attention
+from lra.attention._mixers import ShortConv, both_directions, dt_bias_init, real_mask, zero_pads
+from lra.attention._projections import Dense
+from lra.attention._ssm import ssm_param
 
 
 @register("mamba2")

@@ -61,10 +61,9 @@ from typing import ClassVar
 import jax
 import jax.numpy as jnp
 from flax import nnx
-
-from attention import register
-from attention._projections import MASKED_LOGIT, dropout_probs
-from attention._ssm import bidirectional_fft_conv, masked_input, ssm_param
+from lra.attention import register
+from lra.attention._projections import MASKED_LOGIT, dropout_probs
+from lra.attention._ssm import bidirectional_fft_conv, masked_input, ssm_param
 
 ATTN_FNS = ("softmax", "laplace")
 _LAPLACE_MU = math.sqrt(0.5)

@@ -52,11 +52,10 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 from flax import nnx
-
-from attention import register
-from attention._chunked import chunked_decay_attention
-from attention._mixers import HeadNorm, Linear, ShortConv, both_directions, real_mask, zero_pads
-from attention._projections import Dense, head_dim
+from lra.attention import register
+from lra.attention._chunked import chunked_decay_attention
+from lra.attention._mixers import HeadNorm, Linear, ShortConv, both_directions, real_mask, zero_pads
+from lra.attention._projections import Dense, head_dim
 
 FORGET_GATES = ("sigmoid", "exp")
 PAD_LOG_INPUT = -1e4

@@ -58,9 +58,8 @@ from typing import ClassVar
 import jax
 import jax.numpy as jnp
 from flax import nnx
-
-from attention import register
-from attention._projections import MASKED_LOGIT, HeadProjections, key_mask
+from lra.attention import register
+from lra.attention._projections import MASKED_LOGIT, HeadProjections, key_mask
 
 _HIGHEST = jax.lax.Precision.HIGHEST
 

@@ -61,9 +61,8 @@ from typing import ClassVar
 import jax
 import jax.numpy as jnp
 from flax import nnx
-
-from attention import register
-from attention._projections import MASKED_LOGIT, HeadProjections, dropout_probs, key_mask
+from lra.attention import register
+from lra.attention._projections import MASKED_LOGIT, HeadProjections, dropout_probs, key_mask
 
 SELF_LOGIT = -1e5  # below any real logit, above masked ones: self wins only when alone
 

@@ -64,9 +64,8 @@ import math
 import jax
 import jax.numpy as jnp
 from flax import nnx
-
-from attention import register
-from attention._ssm import bidirectional_fft_conv, masked_input, ssm_param
+from lra.attention import register
+from lra.attention._ssm import bidirectional_fft_conv, masked_input, ssm_param
 
 INITS = ("lin", "inv")
 DISCRETIZATIONS = ("zoh", "bilinear")

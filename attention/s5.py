@@ -51,9 +51,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
-
-from attention import register
-from attention._ssm import diagonal_scan, masked_input, ssm_param
+from lra.attention import register
+from lra.attention._ssm import diagonal_scan, masked_input, ssm_param
 
 DISCRETIZATIONS = ("zoh", "bilinear")
 C_INITS = ("trunc_standard_normal", "lecun_normal", "complex_normal")

@@ -51,16 +51,15 @@ from typing import ClassVar
 import jax
 import jax.numpy as jnp
 from flax import nnx
-
-from attention import register
-from attention._blocks import (
+from lra.attention import register
+from lra.attention._blocks import (
     MASKED_LOGIT,
     from_head_blocks,
     head_groups,
     to_blocks,
     to_head_blocks,
 )
-from attention._projections import HeadProjections, key_mask
+from lra.attention._projections import HeadProjections, key_mask
 
 _NEG = -1e9  # log-space stand-in for log 0 inside Sinkhorn (finite: no inf - inf)
 

@@ -47,10 +47,9 @@ from typing import ClassVar
 
 import jax
 from flax import nnx
-
-from attention import register
-from attention._projections import HeadProjections, key_mask
-from attention._softmax import BLOCK_SIZE, IMPLS, decisions, softmax_kernel
+from lra.attention import register
+from lra.attention._projections import HeadProjections, key_mask
+from lra.attention._softmax import BLOCK_SIZE, IMPLS, decisions, softmax_kernel
 
 __all__ = ["SoftmaxAttention", "decisions", "softmax_kernel"]
 

@@ -60,9 +60,8 @@ from typing import ClassVar
 import jax
 import jax.numpy as jnp
 from flax import nnx
-
-from attention import register
-from attention._blocks import (
+from lra.attention import register
+from lra.attention._blocks import (
     KeyGroup,
     attend,
     block_positions,
@@ -72,7 +71,7 @@ from attention._blocks import (
     to_blocks,
     with_global_tokens,
 )
-from attention._projections import HeadProjections, key_mask
+from lra.attention._projections import HeadProjections, key_mask
 
 PATTERNS = ("fixed", "strided")
 

@@ -37,10 +37,9 @@ from typing import ClassVar
 import jax
 import jax.numpy as jnp
 from flax import nnx
-
-from attention import register
-from attention._projections import Dense, head_dim, key_mask
-from attention._softmax import attend
+from lra.attention import register
+from lra.attention._projections import Dense, head_dim, key_mask
+from lra.attention._softmax import attend
 
 MODES = ("dense", "random", "factorized_random")
 _per_head_xavier = nnx.initializers.xavier_uniform(batch_axis=(0,))

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from configs._recipes import NO_LRA_RECIPE
+from lra.configs._recipes import NO_LRA_RECIPE
 
 TASKS = ("listops", "text", "retrieval", "image", "pathfinder", "pathx")
 PIXEL_TASKS = ("image", "pathfinder", "pathx")

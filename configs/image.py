@@ -37,8 +37,8 @@ A sequence is 1024 pixels whatever the preset, so the presets shrink the model a
 
 import math
 
-from configs import _recipes
-from configs._recipes import COMMON, PIXELS
+from lra.configs import _recipes
+from lra.configs._recipes import COMMON, PIXELS
 
 TRAIN_EXAMPLES = 45_000  # training examples of the full task (steps per epoch = this // batch)
 

@@ -12,8 +12,8 @@ and rsqrt decay (peak 1.58e-3), weight decay 0.1, 5000 steps, validation every 5
 
 import math
 
-from configs import _recipes
-from configs._recipes import COMMON
+from lra.configs import _recipes
+from lra.configs._recipes import COMMON
 
 TRAIN_EXAMPLES = 96_000  # training examples of the full task (steps per epoch = this // batch)
 

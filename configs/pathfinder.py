@@ -47,8 +47,8 @@ working, not the task solved.
 
 import math
 
-from configs import _recipes
-from configs._recipes import COMMON, PIXELS
+from lra.configs import _recipes
+from lra.configs._recipes import COMMON, PIXELS
 
 TRAIN_EXAMPLES = 160_000  # training examples of the full task (steps per epoch = this // batch)
 

@@ -31,8 +31,8 @@ chance, as every LRA model was).
 
 import math
 
-from configs import _recipes
-from configs._recipes import COMMON, PIXELS
+from lra.configs import _recipes
+from lra.configs._recipes import COMMON, PIXELS
 
 TRAIN_EXAMPLES = 160_000  # training examples of the full task (steps per epoch = this // batch)
 

@@ -17,8 +17,8 @@ matching configs change only the model type; the only delta is Performer's kerne
 
 import math
 
-from configs import _recipes
-from configs._recipes import COMMON
+from lra.configs import _recipes
+from lra.configs._recipes import COMMON
 
 TRAIN_EXAMPLES = 147_086  # training examples of the full task (steps per epoch = this // batch)
 

@@ -19,8 +19,8 @@ set were never passed to the model), so the only delta is Performer's kernel.
 
 import math
 
-from configs import _recipes
-from configs._recipes import COMMON
+from lra.configs import _recipes
+from lra.configs._recipes import COMMON
 
 TRAIN_EXAMPLES = 25_000  # training examples of the full task (steps per epoch = this // batch)
 

@@ -17,6 +17,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+import lra._guard  # noqa: F401  (first: one line where lra was found only in part)
+
 
 def parser(checks: list[str]) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m lra.check_family",
@@ -32,7 +34,7 @@ def parser(checks: list[str]) -> argparse.ArgumentParser:
 
 def _family(text: str) -> str:
     """The registered name ``text`` gives (loading a file family); ValueError with one line."""
-    import attention
+    from lra import attention
 
     if attention.is_file_spec(text):
         return attention.load_file(text)
@@ -44,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     from lra import testing
 
     args = parser(list(testing.CHECKS)).parse_args(argv)
-    import attention
+    from lra import attention
 
     try:
         name = _family(args.name)

@@ -42,8 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import attention
-import tasks
+from lra import attention, tasks
 
 PRESETS = ("tiny", "small", "paper")
 SCHEDULES = ("rsqrt", "cosine", "constant", "cosine_to_min", "cosine_s5", "linear_decay")
@@ -273,7 +272,7 @@ def load(task: str, attention_name: str, *, preset: str = "paper", seed: int = 0
     tasks.family(task)  # raises with the valid choices
     attn_options = attention.options(attention_name)
     data_options = tasks.data_options(task)
-    module = importlib.import_module(f"configs.{task}")
+    module = importlib.import_module(f"lra.configs.{task}")
     cfg: dict[str, Any] = {
         "task": task, "attention": attention_name, "preset": preset, "seed": seed,
         "protocol": protocol,

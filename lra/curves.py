@@ -27,6 +27,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import lra._guard  # noqa: F401  (first: one line where lra was found only in part)
 from lra.leaderboard import figures, names
 from lra.leaderboard.curves import CurvesError, chance_lines
 from lra.metrics_log import METRICS_FILE, RUN_SPLIT, read_jsonl

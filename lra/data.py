@@ -27,10 +27,11 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-import tasks
+import lra._guard  # noqa: F401  (first: one line where lra was found only in part)
 from lra import config as config_lib
+from lra import tasks
 from lra import workdir as workdir_lib
-from tasks import default_data_dir
+from lra.tasks import default_data_dir
 
 __all__ = ["default_data_dir", "main"]
 
@@ -69,7 +70,7 @@ def _listops_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _listops_generate(args: argparse.Namespace) -> None:
-    from tasks import listops
+    from lra.tasks import listops
 
     try:
         paths = listops.generate(args.out, train=args.train, val=args.val, test=args.test,
@@ -98,7 +99,7 @@ def _pathfinder_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _pathfinder_generate(args: argparse.Namespace) -> None:
-    from tasks import pathfinder
+    from lra.tasks import pathfinder
 
     try:
         folder = pathfinder.generate(args.out, resolution=args.resolution,

@@ -20,6 +20,7 @@ import ast
 import functools
 import importlib.machinery
 import importlib.util
+import sys
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -32,14 +33,28 @@ ENTRY_POINT_GROUPS = {"attention": "lra.attention"}
 
 
 def _package_dir(package: str) -> Path | None:
-    """The folder of top-level package ``package``, found without importing it."""
+    """The folder of package ``lra.<package>`` (``"attention"``, ``"tasks"``), found without
+    importing it (``lra`` itself is imported: it holds no more than the finder of a checkout)."""
     try:
-        spec = importlib.util.find_spec(package)
+        spec = importlib.util.find_spec(f"lra.{package}")
     except (ImportError, ValueError):
         return None
     if spec is None or not spec.submodule_search_locations:
         return None
     return Path(next(iter(spec.submodule_search_locations)))
+
+
+def _find_spec(fullname: str, path: list[str] | None):
+    """The spec the import system would find for ``fullname`` under ``path`` (its parent's search
+    locations), asked of every finder on ``sys.meta_path`` in order, executing nothing: a checkout's
+    ``lra.attention`` (``lra/__init__.py``) and an editable install's package-dir mapping are
+    meta-path finders, not path entries."""
+    for finder in sys.meta_path:
+        find = getattr(finder, "find_spec", None)
+        spec = find(fullname, path) if find is not None else None
+        if spec is not None:
+            return spec
+    return None
 
 
 def _registered_name(node: ast.ClassDef) -> str | None:
@@ -150,12 +165,11 @@ def module_file(module: str) -> Path | None:
     finder finds a Python source file."""
     parts = module.split(".")
     try:
-        spec = importlib.util.find_spec(parts[0])
-        for part in parts[1:]:
+        spec = _find_spec(parts[0], None)
+        for i in range(1, len(parts)):
             if spec is None or not spec.submodule_search_locations:
                 return None
-            spec = importlib.machinery.PathFinder.find_spec(
-                part, list(spec.submodule_search_locations))
+            spec = _find_spec(".".join(parts[:i + 1]), list(spec.submodule_search_locations))
     except (ImportError, ValueError):
         return None
     if spec is None or not spec.origin or not spec.origin.endswith(".py"):

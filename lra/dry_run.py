@@ -39,7 +39,7 @@ _COMMAND = re.compile(r"`(python -m lra\.[^`]+)`")
 
 def data_state(config: config_lib.Config, data_dir: Path) -> tuple[str, str]:
     """("present" | "generated" | "missing", how to prepare it) for the data ``config`` reads."""
-    import tasks
+    from lra import tasks
 
     prepare = f"python -m lra.data prepare --task {config.task} --data-dir {data_dir}" + "".join(
         f" --set {k}={v}" for k, v in sorted(config.data.items()))

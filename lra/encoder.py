@@ -40,7 +40,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-import attention
+from lra import attention
 from lra.config import ModelConfig
 
 _DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}

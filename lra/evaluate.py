@@ -34,6 +34,7 @@ import sys
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import lra._guard  # noqa: F401  (first: one line where lra was found only in part)
 from lra.results import RESULTS_DIR_HELP, default_results_dir
 
 SPLITS = ("test", "val", "train")
@@ -149,8 +150,7 @@ def _task_data(cfg, data_dir: Path, meta: dict[str, Any], where: Path, split: st
                allow_other_data: bool):
     """(task, fingerprint, difference, source of the split), refused when the data present is not the
     data the checkpoint was trained on (unless ``allow_other_data``)."""
-    import tasks
-    from lra import data_fingerprint
+    from lra import data_fingerprint, tasks
 
     task = tasks.build(cfg.task, data_dir, **cfg.data)
     try:

@@ -103,8 +103,7 @@ def expand(task_arg: str, attn_arg: str, seeds: Iterable[int],
     """Every (task, family, grid point, seed) named, in canonical order. ``all`` families includes
     those that packages outside this tree register through the ``lra.attention`` entry-point
     group."""
-    import attention
-    import tasks
+    from lra import attention, tasks
 
     # "all" is LRA's six tasks (tasks.in_track); another track's task (mqar) runs when named
     task_names = _names(task_arg, tasks.available(), "task")

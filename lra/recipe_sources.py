@@ -19,7 +19,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from configs import _sources as S
+import lra._guard  # noqa: F401  (first: one line where lra was found only in part)
+from lra.configs import _sources as S
 
 DOCS = Path("docs/families-and-protocols.md")
 BEGIN, END = "<!-- recipe-sources:begin -->", "<!-- recipe-sources:end -->"
@@ -27,7 +28,7 @@ TASKS = S.TASKS
 
 
 def task_module(task: str):
-    return importlib.import_module(f"configs.{task}")
+    return importlib.import_module(f"lra.configs.{task}")
 
 
 def recipe_name(family: str) -> str:
@@ -86,7 +87,7 @@ def required_keys(task: str, family: str) -> list[str]:
 
 
 def modern_tasks() -> list[str]:
-    import tasks
+    from lra import tasks
 
     return [t for t in tasks.available() if getattr(task_module(t), "MODERN", None) is not None]
 

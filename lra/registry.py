@@ -12,6 +12,7 @@ import importlib
 import pkgutil
 from collections.abc import Callable, Iterable
 from importlib import metadata
+from pathlib import Path
 
 
 class UnknownNameError(KeyError):
@@ -52,7 +53,8 @@ class Registry:
             try:
                 importlib.import_module(f"{self.package}.{info.name}")
             except Exception as err:  # a broken file must say which file it is
-                raise ImportError(f"{self.kind} file {self.package}/{info.name}.py failed to import: "
+                raise ImportError(f"{self.kind} file {Path(info.module_finder.path) / info.name}.py "
+                                  f"({self.package}.{info.name}) failed to import: "
                                   f"{err!r}") from err
         if self.entry_point_group:
             for ep in metadata.entry_points(group=self.entry_point_group):

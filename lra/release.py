@@ -43,8 +43,8 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-from tasks import DataError, default_data_dir
-from tasks.net import reachable
+from lra.tasks import DataError, default_data_dir
+from lra.tasks.net import reachable
 
 __all__ = ["DEFAULT_URL", "ReleaseError", "download", "extract", "fetch_release", "sha256_file"]
 

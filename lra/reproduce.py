@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import lra._guard  # noqa: F401  (first: one line where lra was found only in part)
 from lra import stop_signals
 from lra.results import RESULTS_DIR_HELP, default_results_dir
 

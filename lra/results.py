@@ -250,7 +250,7 @@ def build_record(config, *, overrides: list[str] | tuple[str, ...] = (), task_fa
         record["tracker"] = dict(tracker)
     if config_file is not None:
         record["config_file"] = dict(config_file)
-    import attention
+    from lra import attention
 
     source = attention.file_source(config.attention)
     if source is not None:  # a one-file family (--attn path.py:Class): which file, which version

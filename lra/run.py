@@ -23,6 +23,7 @@ import errno
 import sys
 from pathlib import Path
 
+import lra._guard  # noqa: F401  (first: one line where lra was found only in part)
 from lra import stop_signals
 from lra.results import RESULTS_DIR_HELP, default_results_dir
 
@@ -32,8 +33,7 @@ from lra.results import RESULTS_DIR_HELP, default_results_dir
 
 
 def parser() -> argparse.ArgumentParser:
-    import attention
-    import tasks
+    from lra import attention, tasks
     from lra import config as config_lib
 
     task_names, attn_names = tasks.available(), attention.available()
@@ -112,7 +112,7 @@ def parser() -> argparse.ArgumentParser:
 def attention_arg(text: str) -> str:
     """``--attn``'s value: a registered family's name, or ``path/to/file.py:ClassName``, whose class
     is registered here (``attention.load_file``) and whose registered name is returned."""
-    import attention
+    from lra import attention
 
     if attention.is_file_spec(text):
         try:
@@ -130,7 +130,7 @@ def resolve_config(args: argparse.Namespace):
     """The run's resolved config (``lra.config.Config``) from its parsed flags (``lra.sweep``
     resolves each cell here too, so a flag that changes the config is compared by the sweep's skip
     check without more code). Raises ``ConfigError`` or ``ValueError`` with a one-line message."""
-    import attention
+    from lra import attention
     from lra import config as config_lib
 
     config_file = with_config_file(args)
@@ -147,8 +147,7 @@ DEFAULTS = {"preset": "paper", "protocol": "lra", "seed": 0}
 def _check_named(named: dict, read) -> None:
     """The task, family, preset and protocol a config file names must exist (one line listing
     the choices, naming the file and line)."""
-    import attention
-    import tasks
+    from lra import attention, tasks
     from lra import config as config_lib
 
     for key, known in (("task", tasks.available()), ("attention", attention.available()),
@@ -201,8 +200,7 @@ def full_config(cfg) -> dict:
     """``cfg.to_dict()`` with every option of the family (``attn``) and the task (``data``), those
     left at their defaults included (the resolved config holds only the ones a preset or ``--set``
     gave); what ``--print-config`` shows."""
-    import attention
-    import tasks
+    from lra import attention, tasks
 
     out = cfg.to_dict()
     out["attn"] = {**attention.options(cfg.attention), **out["attn"]}
@@ -301,7 +299,7 @@ def _prepare(args: argparse.Namespace):
 def _train(args: argparse.Namespace, cfg, wandb, workdir: Path, data_dir: Path):
     """``train_and_evaluate``'s record, or the exit status of a failure it raised (its message
     printed in one line: the exit statuses of the module docstring)."""
-    import tasks
+    from lra import tasks
     from lra.checkpoint import (  # heavy imports after parsing
         CheckpointError,
         ConfigMismatchError,
@@ -390,7 +388,7 @@ def os_error_message(err: OSError, workdir: Path) -> str:
 def _family_memory_levers(name: str, options: dict) -> list[str]:
     """The levers family ``name`` declares first (its ``memory_levers(options)``; softmax's blocked
     path), or none."""
-    import attention
+    from lra import attention
 
     try:
         levers = getattr(attention.family(name), "memory_levers", None)

@@ -49,7 +49,7 @@ def finished_configs(results_dir: Path, stream: TextIO | None = None
 def data_now(config: config_lib.Config, data_dir: Path) -> dict[str, Any] | None:
     """The fingerprint of the data the cell would read now (None where it cannot be told without
     preparing the data)."""
-    import tasks
+    from lra import tasks
 
     try:
         task = tasks.build(config.task, data_dir, **config.data)

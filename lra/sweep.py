@@ -61,6 +61,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import lra._guard  # noqa: F401  (first: one line where lra was found only in part)
 from lra import cluster, stop_signals
 from lra import run as run_cli
 from lra.grid import (  # the grid (lra/grid.py); its names are lra.sweep's too
@@ -188,8 +189,7 @@ def plan(cells: list[Cell], args: argparse.Namespace, *, decide_actions: bool = 
 
 
 def parser() -> argparse.ArgumentParser:
-    import attention
-    import tasks
+    from lra import attention, tasks
     from lra import config as config_lib
 
     p = argparse.ArgumentParser(

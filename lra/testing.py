@@ -48,7 +48,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-import attention
+from lra import attention
 
 __all__ = ["CHECKS", "B", "ContractError", "D", "H", "L", "applies", "inputs", "make",
            "padding_leak", "run_check", "run_checks", "supports_causal"]

@@ -35,8 +35,7 @@ from flax import nnx
 from jax.experimental import multihost_utils
 from tqdm.auto import tqdm
 
-import tasks
-from lra import data_fingerprint, results, sharding, stop_signals, xla_cpu
+from lra import data_fingerprint, results, sharding, stop_signals, tasks, xla_cpu
 from lra import workdir as workdir_lib
 from lra.checkpoint import (
     CheckpointError,

@@ -35,9 +35,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from lra.tasks import DataError
 
 from lra.workdir import PROBE_BYTES, naming
-from tasks import DataError
 
 __all__ = ["TSV_CACHE_VERSION", "check_writable", "default_workers", "format_duration", "load_arrays",
            "ordered_map", "parsed_tsv", "remove_stale_temps", "replacing", "save_arrays",

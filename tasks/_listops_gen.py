@@ -53,10 +53,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-from lra.workdir import naming
-from tasks import DataError
-from tasks._files import (
+from lra.tasks import DataError
+from lra.tasks._files import (
     check_writable,
     default_workers,
     ordered_map,
@@ -64,6 +62,8 @@ from tasks._files import (
     replacing,
     write_atomic,
 )
+
+from lra.workdir import naming
 
 __all__ = ["GENERATOR_VERSION", "OPERATORS", "SPLITS", "VOCAB", "check_options",
            "estimate_seconds", "evaluate", "generate", "sampling_workers", "serialize",

@@ -30,10 +30,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-from tasks import DataError
-from tasks._files import check_writable, default_workers, ordered_map, write_atomic
-from tasks._snakes import DIFFICULTIES, PARAMS, Drawing, draw, metadata_fields
+from lra.tasks import DataError
+from lra.tasks._files import check_writable, default_workers, ordered_map, write_atomic
+from lra.tasks._snakes import DIFFICULTIES, PARAMS, Drawing, draw, metadata_fields
 
 __all__ = ["BATCH_SIZE", "GENERATOR_FILE", "GENERATOR_VERSION", "check", "count_lines",
            "estimate_seconds", "folder_name", "generate", "metadata_files", "missing_batches",

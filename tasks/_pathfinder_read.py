@@ -24,10 +24,9 @@ import sys
 from pathlib import Path
 
 import numpy as np
-
-from tasks import DataError
-from tasks._files import load_arrays, save_arrays
-from tasks._pathfinder_gen import metadata_files
+from lra.tasks import DataError
+from lra.tasks._files import load_arrays, save_arrays
+from lra.tasks._pathfinder_gen import metadata_files
 
 __all__ = ["CACHE_FOLDER", "PathfinderImages", "read_images"]
 

@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tasks import DataError
-from tasks.net import PROBE_TIMEOUT_S, reachable
+from lra.tasks import DataError
+from lra.tasks.net import PROBE_TIMEOUT_S, reachable
 
 __all__ = ["PREPARE_EXTRA", "PROBE_TIMEOUT_S", "TfdsDataset", "first", "reachable"]
 
@@ -97,7 +97,7 @@ class TfdsDataset:
 
     def provenance(self, data_dir: Path, files: dict[str, str], wanted: dict[str, int]):
         """Where a prepared dataset is read from (after ``ensure``)."""
-        from tasks import Provenance, relative
+        from lra.tasks import Provenance, relative
 
         found = self.find(data_dir)[0] or Path(data_dir) / self.task
         folder = relative(found / self.full_name(), data_dir)

@@ -23,10 +23,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-from tasks import DataError, Provenance, Task, data_options, example_index, register, relative
-from tasks._files import check_writable, format_duration, parsed_tsv
-from tasks._listops_gen import (
+from lra.tasks import DataError, Provenance, Task, data_options, example_index, register, relative
+from lra.tasks._files import check_writable, format_duration, parsed_tsv
+from lra.tasks._listops_gen import (
     GENERATOR_VERSION,
     OPERATORS,
     SPLITS,
@@ -276,7 +275,7 @@ class ListOpsTask(Task):
         return self._sources[split]
 
     def head(self, features_dim: int, mlp_dim: int, *, rngs, **options):
-        from tasks._heads import ClassifierHead  # imports JAX; keep this module light for workers
+        from lra.tasks._heads import ClassifierHead  # imports JAX; keep this module light for workers
 
         return ClassifierHead(features_dim, mlp_dim, self.num_classes, rngs=rngs, **options)
 

@@ -38,8 +38,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-
-from tasks import Provenance, Task, example_index, register, split_sizes
+from lra.tasks import Provenance, Task, example_index, register, split_sizes
 
 GENERATOR_VERSION = 1
 FORMS = ("causal", "bidirectional")
@@ -176,7 +175,7 @@ class MQARTask(Task):
         return self._splits[split]
 
     def head(self, features_dim: int, mlp_dim: int, *, rngs, **options):
-        from tasks._heads import PositionHead
+        from lra.tasks._heads import PositionHead
 
         return PositionHead(features_dim, self.num_classes, rngs=rngs)
 

@@ -34,10 +34,9 @@ from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
-
-from tasks import DataError, Provenance, Task, example_index, register, relative
-from tasks._files import format_duration
-from tasks._pathfinder_gen import (
+from lra.tasks import DataError, Provenance, Task, example_index, register, relative
+from lra.tasks._files import format_duration
+from lra.tasks._pathfinder_gen import (
     BATCH_SIZE,
     DIFFICULTIES,
     GENERATOR_FILE,
@@ -52,7 +51,7 @@ from tasks._pathfinder_gen import (
     render,
     rendering_workers,
 )
-from tasks._pathfinder_read import CACHE_FOLDER, PathfinderImages, read_images
+from lra.tasks._pathfinder_read import CACHE_FOLDER, PathfinderImages, read_images
 
 __all__ = ["BATCH_SIZE", "DIFFICULTIES", "PathXTask", "PathfinderExamples", "PathfinderImages",
            "PathfinderTask", "folder_name", "generate", "read_images", "render", "split_images"]
@@ -219,7 +218,7 @@ class _PathfinderTask(Task):
         return self._splits[split]
 
     def head(self, features_dim: int, mlp_dim: int, *, rngs, **options):
-        from tasks._heads import ClassifierHead  # imports JAX; keep this module light for workers
+        from lra.tasks._heads import ClassifierHead  # imports JAX; keep this module light for workers
 
         return ClassifierHead(features_dim, mlp_dim, self.num_classes, rngs=rngs, **options)
 

@@ -34,9 +34,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-
-from tasks import DataError, Provenance, Task, example_index, register, relative, split_sizes
-from tasks._files import parsed_tsv
+from lra.tasks import DataError, Provenance, Task, example_index, register, relative, split_sizes
+from lra.tasks._files import parsed_tsv
 
 __all__ = ["FILES", "PairExamples", "RetrievalTask", "find_directory", "read_split"]
 
@@ -221,6 +220,6 @@ class RetrievalTask(Task):
         return self._read(split, progress=False).subset(self.sizes[split])
 
     def head(self, features_dim: int, mlp_dim: int, *, rngs, **options):
-        from tasks._heads import DualHead
+        from lra.tasks._heads import DualHead
 
         return DualHead(features_dim, mlp_dim, self.num_classes, rngs=rngs, **options)

@@ -24,9 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-
-from tasks import Task, example_index, register, split_sizes
-from tasks._tfds import TfdsDataset, first
+from lra.tasks import Task, example_index, register, split_sizes
+from lra.tasks._tfds import TfdsDataset, first
 
 __all__ = ["IMDB", "ByteExamples", "TextTask", "encode"]
 
@@ -105,6 +104,6 @@ class TextTask(Task):
         return ByteExamples(self._records[tfds_split], self.max_len, self.sizes[split])
 
     def head(self, features_dim: int, mlp_dim: int, *, rngs, **options):
-        from tasks._heads import ClassifierHead
+        from lra.tasks._heads import ClassifierHead
 
         return ClassifierHead(features_dim, mlp_dim, self.num_classes, rngs=rngs, **options)

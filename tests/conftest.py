@@ -64,7 +64,7 @@ PER_FAMILY_FOLDER = Path(__file__).parent / "attention"
 def pytest_collection_modifyitems(config, items):
     from helpers import FAMILY_OF_VARIANT, FAST_FAMILIES
 
-    import attention
+    from lra import attention
 
     families = set(attention.available())
     for item in items:
@@ -104,7 +104,7 @@ def tiny_listops(tmp_path_factory):
 
     from helpers import TINY_LISTOPS_OPTIONS
 
-    import tasks
+    from lra import tasks
 
     path = tmp_path_factory.mktemp("fi")
     with contextlib.redirect_stderr(io.StringIO()):
@@ -133,7 +133,7 @@ def contract_data(tmp_path_factory):
 
     from helpers import TINY_LISTOPS_OPTIONS
 
-    import tasks
+    from lra import tasks
 
     path = tmp_path_factory.mktemp("contract") / "data"
     with contextlib.redirect_stderr(io.StringIO()):

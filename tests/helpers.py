@@ -25,7 +25,7 @@ import numpy as np
 from flax import nnx
 from reference import dense_reference
 
-import attention
+from lra import attention
 from lra.leaderboard import identity
 from lra.testing import B, D, H, L, inputs, make, supports_causal  # noqa: F401  (re-exported)
 

@@ -5,8 +5,7 @@ Mamba's selective scan, one position at a time."""
 import jax
 import jax.numpy as jnp
 import numpy as np
-
-from attention._chunked import flip_within_length
+from lra.attention._chunked import flip_within_length
 
 
 def _scan(step, init, arrays):

@@ -201,8 +201,7 @@ def test_slugs_follow_github():
 
 
 def _registered() -> tuple[set[str], set[str]]:
-    import attention
-    import tasks
+    from lra import attention, tasks
 
     return set(attention.available()), set(tasks.available())
 

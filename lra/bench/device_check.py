@@ -64,6 +64,8 @@ from __future__ import annotations
 
 import os
 
+import lra._guard  # noqa: F401  (first: one line where lra was found only in part)
+
 # Before jax is imported here or in a child: the parent, the probes and concurrent runs each hold
 # a context on the one GPU, and none may take most of its memory up front.
 os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
@@ -170,10 +172,10 @@ def parser() -> argparse.ArgumentParser:
 def _data_child(args: argparse.Namespace) -> int:
     """Generate (once, every core, no fsync) or find the ListOps data the runs will read, build its
     token caches, write its provenance."""
-    import tasks
     from lra import config as config_lib
+    from lra import tasks
     from lra.data import default_data_dir
-    from tasks._listops_gen import generate, split_files
+    from lra.tasks._listops_gen import generate, split_files
 
     cfg = config_lib.load("listops", "softmax", preset=args.train_preset,
                           overrides=_train_overrides(args))
@@ -222,9 +224,8 @@ def _probe_child(args: argparse.Namespace) -> int:
     import jax
     import psutil
 
-    import tasks
     from lra import config as config_lib
-    from lra import sharding
+    from lra import sharding, tasks
     from lra.bench import measure
     from lra.bench.steps import wait_for_device_lock
     from lra.data import default_data_dir
@@ -336,7 +337,7 @@ def check_causal_scan(length: int, interpret: bool) -> dict:
     import jax
     import jax.numpy as jnp
 
-    from attention.linear import causal_linear_sums
+    from lra.attention.linear import causal_linear_sums
 
     ks = jax.random.split(jax.random.key(0), 4)
     phi_q, phi_k = (jax.nn.relu(jax.random.normal(k, (2, 4, length, 64))) for k in ks[:2])
@@ -649,7 +650,7 @@ def bench_groups(text: str, size: int) -> list[list[str]]:
     """The bench's families (``all``: ``TRAIN_ORDER`` first, then the other registered ones) in
     groups of ``size``, softmax left out (``lra.bench`` times it in every process)."""
     if text == "all":
-        import attention
+        from lra import attention
 
         names = attention.available()
         wanted = [f for f in TRAIN_ORDER if f in names] + sorted(set(names) - set(TRAIN_ORDER))

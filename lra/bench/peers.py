@@ -38,6 +38,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import lra._guard  # noqa: F401  (first: one line where lra was found only in part)
 from lra import results, xla_cpu
 from lra.bench.peers_harness import probe_gflops
 from lra.results import RESULTS_DIR_HELP, default_results_dir
@@ -139,7 +140,7 @@ def family_matmuls(family: str, B: int, H: int, L: int, D: int) -> list[tuple[st
     (``peer_matmuls``, declared in its file). Empty for a family that declares none. The backward
     pass runs two products of each shape's size per forward one, so the counts weigh fwd+bwd
     alike."""
-    import attention
+    from lra import attention
 
     try:
         own = getattr(attention.family(family), "peer_matmuls", None)

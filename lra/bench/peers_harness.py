@@ -53,6 +53,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import lra._guard  # noqa: F401  (first: one line where lra was found only in part)
+
 MARK = "@@LRA_PEER_CASE@@ "
 MALLOC = {"MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": "100000000000"}
 PROBE_N, PROBE_REPS = 1024, 5
@@ -447,7 +449,7 @@ def _ours_kernel(family: str):
         _project()
         import importlib
 
-        kernel = getattr(importlib.import_module(f"attention.{family}"), f"{family}_kernel")
+        kernel = getattr(importlib.import_module(f"lra.attention.{family}"), f"{family}_kernel")
         return (lambda q, k, v: kernel(q, k, v)), _jax_inputs(*[(B, L, H, D)] * 3)
     return build
 
@@ -457,7 +459,7 @@ def _ours_module(family: str):
         _project()
         from flax import nnx
 
-        import attention
+        from lra import attention
 
         layer = attention.build(family, dim=H * D, num_heads=H, max_len=L, rngs=nnx.Rngs(0),
                                 **OURS_MATCH[family])
@@ -468,13 +470,13 @@ def _ours_module(family: str):
 
 
 @peer("ours_projections", "jax", "module", "projections",
-      "attention._projections.HeadProjections(E, H) (this project): x -> q, k, v -> out(q * k + v), "
+      "lra.attention._projections.HeadProjections(E, H) (this project): x -> q, k, v -> out(q * k + v), "
       "what every module of ours adds to its core", packages=("flax",))
 def _ours_projections(B, H, L, D):
     _project()
     from flax import nnx
 
-    from attention._projections import HeadProjections
+    from lra.attention._projections import HeadProjections
 
     proj = HeadProjections(H * D, H, None, rngs=nnx.Rngs(0))
     graph, params = nnx.split(proj)
@@ -492,11 +494,11 @@ def _ours_projections(B, H, L, D):
 
 for _family, _mechanism in OURS_KERNELS.items():
     peer(f"ours_{_family}_kernel", "jax", "core", _mechanism,
-         f"attention.{_family}.{_family}_kernel (this project), [B, L, H, D]",
+         f"lra.attention.{_family}.{_family}_kernel (this project), [B, L, H, D]",
          exact_softmax=_family == "softmax")(_ours_kernel(_family))
 for _family in OURS_FAMILIES:
     peer(f"ours_{_family}_module", "jax", "module", _family,
-         f"attention.build({_family!r}, **{OURS_MATCH[_family]}) (this project) with "
+         f"lra.attention.build({_family!r}, **{OURS_MATCH[_family]}) (this project) with "
          f"projections, deterministic", packages=("flax",),
          exact_softmax=_family == "softmax")(_ours_module(_family))
 

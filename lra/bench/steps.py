@@ -76,10 +76,8 @@ import jax
 import numpy as np
 from tqdm.auto import tqdm
 
-import attention
-import tasks
+from lra import attention, results, sharding, stop_signals, tasks, xla_cpu
 from lra import config as config_lib
-from lra import results, sharding, stop_signals, xla_cpu
 from lra import workdir as workdir_lib
 from lra.bench import measure
 from lra.bench.efficiency import SCHEMA, fit_slopes
@@ -106,7 +104,7 @@ def discover_families() -> tuple[list[str], dict[str, str]]:
     for info in pkgutil.iter_modules(attention.__path__):
         if not info.name.startswith("_"):
             try:
-                importlib.import_module(f"attention.{info.name}")
+                importlib.import_module(f"lra.attention.{info.name}")
             except Exception as err:  # record it; the other families still run
                 broken[info.name] = f"attention/{info.name}.py failed to import: {err!r}"
     return attention.available(), broken

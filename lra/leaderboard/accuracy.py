@@ -7,7 +7,7 @@ import statistics
 from collections import defaultdict
 from typing import Any
 
-import tasks
+from lra import tasks
 from lra.leaderboard import budget, identity
 from lra.leaderboard.cells import CELL_LEGEND, cell_objects, md_code, md_table, md_text
 from lra.leaderboard.curves import CurvesError, chance_level

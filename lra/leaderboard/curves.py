@@ -7,7 +7,7 @@ import math
 from collections import defaultdict
 from typing import Any
 
-import tasks
+from lra import tasks
 from lra.leaderboard import figures, names
 
 FIGURE_PREFIX = "curves-"

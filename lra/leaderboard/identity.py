@@ -38,7 +38,7 @@ NON_SEMANTIC = ("seed", "train.log_every", "train.checkpoint_every", "train.chan
 def _layers(task: str, attention: str, preset: str, protocol: str) -> list[dict[str, Any]] | None:
     """``lra.config.layers`` of the run; None where ``configs/<task>.py`` (or its MODERN) is missing."""
     try:
-        module = importlib.import_module(f"configs.{task}")
+        module = importlib.import_module(f"lra.configs.{task}")
         return lra_config.layers(module, attention, preset, protocol)
     except (ImportError, lra_config.ConfigError):
         return None

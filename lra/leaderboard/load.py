@@ -112,7 +112,7 @@ def _date(record: dict[str, Any], field: str = "date") -> None:
 
 def known_tasks() -> tuple[str, ...]:
     """Every registered task, LRA's six first (in LRA's order), then the others by name."""
-    import tasks
+    from lra import tasks
 
     return TASKS + tuple(sorted(set(tasks.available()) - set(TASKS)))
 

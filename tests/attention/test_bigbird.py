@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 from flax import nnx
 from helpers import assert_module_matches_dense, length_mask
+from lra.attention.bigbird import bigbird_kernel, select_random_blocks
+from lra.attention.softmax import softmax_kernel
 from reference import dense_reference
 
-import attention
-from attention.bigbird import bigbird_kernel, select_random_blocks
-from attention.softmax import softmax_kernel
+from lra import attention
 
 B, H, DH = 2, 3, 4
 # jitted: one compilation per configuration is much cheaper than eager op-by-op dispatch

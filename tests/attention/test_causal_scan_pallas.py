@@ -5,8 +5,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
-from attention._linear_scan import causal_linear_sums, select_scan_impl
+from lra.attention._linear_scan import causal_linear_sums, select_scan_impl
 
 B, H, L, F, D = 2, 3, 37, 16, 8
 
@@ -44,11 +43,11 @@ def test_pallas_scan_matches_xla_with_gradients(scaled, chunk):
 @pytest.mark.slow
 def test_families_take_the_kernel_on_gpu_only(family, monkeypatch):
     """With the platform faked as GPU, each causal family's output comes from the kernel."""
+    import lra.attention._linear_scan as lin
     from flax import nnx
+    from lra.attention import _platform
 
-    import attention
-    import attention._linear_scan as lin
-    from attention import _platform
+    from lra import attention
 
     module = attention.build(family, dim=16, num_heads=2, causal=True, rngs=nnx.Rngs(0),
                              chunk_size=8)

@@ -6,9 +6,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from lra.attention._chunked import chunked_decay_attention, chunked_delta_rule, flip_within_length, lengths_of
 from recurrences import bidirectional, decay_recurrence, delta_recurrence
-
-from attention._chunked import chunked_decay_attention, chunked_delta_rule, flip_within_length, lengths_of
 
 B, L, H, K, V = 2, 21, 2, 4, 3
 LENGTHS = jnp.array([L, L - 6])

@@ -25,8 +25,7 @@ import numpy as np
 import pytest
 from flax import nnx
 
-import attention
-import tasks
+from lra import attention, tasks
 from lra import config as lra_config
 from lra.encoder import Encoder, build_model
 
@@ -160,7 +159,7 @@ def param_count(task: str, family: str, preset: str = "paper") -> int:
 
 
 def lra_sizes(task: str) -> dict[str, str]:
-    return getattr(importlib.import_module(f"configs.{task}"), "LRA_SIZES", {})
+    return getattr(importlib.import_module(f"lra.configs.{task}"), "LRA_SIZES", {})
 
 
 @pytest.mark.parametrize("task", tasks.in_track("lra"))

@@ -17,8 +17,7 @@ import pytest
 from flax import nnx
 from helpers import FAMILIES, FAST_FAMILIES, D, H
 
-import attention
-from lra import testing
+from lra import attention, testing
 
 
 def test_registry_lists_the_foundation_families():

@@ -6,7 +6,7 @@ import numpy as np
 from flax import nnx
 from helpers import length_mask
 
-import attention
+from lra import attention
 
 B, L, D = 2, 24, 12
 

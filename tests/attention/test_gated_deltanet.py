@@ -3,14 +3,14 @@ the same layer on a step-by-step recurrence, the initialisation, and beta = 0 at
 
 import jax
 import jax.numpy as jnp
+import lra.attention.gated_deltanet as gdn_module
 import numpy as np
 import pytest
 from flax import nnx
 from helpers import padded_inputs
 from recurrences import delta_recurrence, outputs_with
 
-import attention
-import attention.gated_deltanet as gdn_module
+from lra import attention
 
 B, L, D, H = 2, 11, 8, 2
 

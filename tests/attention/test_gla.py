@@ -3,14 +3,14 @@ step-by-step recurrence, the gates at initialisation, HGRN2's key/forget tying a
 
 import jax
 import jax.numpy as jnp
+import lra.attention.gla as gla_module
 import numpy as np
 import pytest
 from flax import nnx
 from helpers import padded_inputs
 from recurrences import decay_recurrence, outputs_with
 
-import attention
-import attention.gla as gla_module
+from lra import attention
 
 B, L, D, H = 2, 11, 8, 2
 

@@ -33,12 +33,10 @@ import numpy as np
 import pytest
 from flax import nnx
 from jax import export
+from lra.attention import _platform
 
-import attention
-import tasks
-from attention import _platform
+from lra import attention, sharding, tasks
 from lra import config as config_lib
-from lra import sharding
 from lra.bench.steps import make_batch
 from lra.train import create_train_state, jit_eval_step
 
@@ -135,7 +133,7 @@ def test_causal_layer_lowers_for_cuda(family, gpu_rules):
 def test_softmax_training_lowers_blocked_when_the_scores_do_not_fit(gpu_rules):
     """The other side of the memory rule: too little free memory sends training to the blocked
     loop. The encoder's depth reaches the rule (2 layers held, 1 under ``model.remat``)."""
-    from attention.softmax import decisions
+    from lra.attention.softmax import decisions
 
     with _platform.target("gpu", memory_free=10**5):  # the scores need 0.44 MB
         train, _ = trainer_steps("softmax", "attn.block_size=16")  # 5 key blocks: a loop
@@ -148,7 +146,7 @@ def test_softmax_training_lowers_blocked_when_the_scores_do_not_fit(gpu_rules):
 
 def test_rules_read_the_target():
     """One switch: the platform and the free memory every rule reads."""
-    from attention._blocks import head_groups
+    from lra.attention._blocks import head_groups
 
     assert _platform.platform() == jax.default_backend()
     if jax.default_backend() == "cpu":

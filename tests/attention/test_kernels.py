@@ -7,9 +7,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from helpers import length_mask, random_qkv
-
-from attention.cosformer import cosformer_kernel
-from attention.softmax import softmax_kernel
+from lra.attention.cosformer import cosformer_kernel
+from lra.attention.softmax import softmax_kernel
 
 B, L, H, DH = 2, 37, 3, 8
 
@@ -185,7 +184,7 @@ def test_blocked_softmax_fully_masked_rows_match_dense():
 @pytest.mark.parametrize("causal", [False, True])
 def test_blocked_softmax_dropout_vjp_matches_autodiff(causal):
     """With dropout the custom VJP must agree with autodiff of the same blocked forward pass."""
-    from attention import _flash
+    from lra.attention import _flash
 
     q, k, v = (jnp.asarray(a).transpose(0, 2, 1, 3) for a in qkv(seed=6, length=32))
     bias = jnp.where(jnp.asarray(padding_mask(32)), 0.0, _flash.MASKED_LOGIT)
@@ -217,7 +216,7 @@ def test_blocked_softmax_bf16():
 
 
 def test_softmax_impl_selection():
-    from attention._softmax import BLOCKED_MIN_LENGTH, select_impl
+    from lra.attention._softmax import BLOCKED_MIN_LENGTH, select_impl
 
     def pick(platform, dtype=jnp.bfloat16, head_dim=64, length=4096, dropout=False, impl="auto",
              dense_fits=False):
@@ -245,7 +244,7 @@ def test_softmax_impl_selection():
 
 def test_softmax_kernel_dispatches_by_platform(monkeypatch):
     """The selector's choice is what runs: a fake GPU routes bf16 through the cuDNN call."""
-    import attention.softmax as sm
+    import lra.attention.softmax as sm
 
     calls = []
     monkeypatch.setattr(jax.nn, "dot_product_attention",
@@ -269,7 +268,7 @@ def test_softmax_dense_fits_rule():
     on an 80 GB H100 and a 141 GB H200, also at the 75% of memory JAX's allocator takes by default;
     Text at 4K (batch 32, 4 heads, 4 layers) on the H200 only; ListOps' model at 4K and ListOps on
     a 16 GB card not at all; unknown memory never."""
-    from attention._softmax import DENSE_MEMORY_FRACTION, dense_bytes, dense_fits
+    from lra.attention._softmax import DENSE_MEMORY_FRACTION, dense_bytes, dense_fits
 
     gb = 10**9
     for layers in (4, 6):
@@ -295,8 +294,8 @@ def test_softmax_gpu_dense_path_matches_dense_with_dropout(causal):
     attention dropout takes the dense path (recorded in ``decisions()``), whose backward pass keeps
     only the probabilities: values and gradients as the dense reference's with the same key (to
     float rounding); with too little memory, the blocked loop."""
-    from attention import _platform
-    from attention import _softmax as sm
+    from lra.attention import _platform
+    from lra.attention import _softmax as sm
 
     q, k, v = (jnp.asarray(a) for a in qkv(seed=7))
     mask = jnp.asarray(padding_mask())

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from flax import nnx
 from helpers import length_mask, random_qkv
+from lra.attention.linear import linear_kernel
 
-import attention
-from attention.linear import linear_kernel
+from lra import attention
 
 B, L, H, DH = 2, 37, 3, 8
 

@@ -7,9 +7,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
+from lra.attention.linformer import linformer_kernel
 
-import attention
-from attention.linformer import linformer_kernel
+from lra import attention
 
 B, L, H, DH, K, N = 2, 24, 2, 8, 5, 32  # n = max_len > L: only the first L columns are used
 

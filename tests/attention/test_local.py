@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 from flax import nnx
 from helpers import assert_head_groupings_agree, assert_module_matches_dense, length_mask
+from lra.attention.local import local_kernel
 from reference import dense_reference
 
-import attention
-from attention.local import local_kernel
+from lra import attention
 
 B, H, DH = 2, 2, 4
 

@@ -5,10 +5,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
+from lra.attention.longformer import longformer_kernel, window_reach
 from reference import dense_reference
 
-import attention
-from attention.longformer import longformer_kernel, window_reach
+from lra import attention
 
 B, H, DH = 2, 2, 4
 # jitted: one compilation per configuration is much cheaper than eager op-by-op dispatch

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 from flax import nnx
 from helpers import padded_inputs
+from lra.attention._ssm import diagonal_scan
 from reference import diagonal_ssm_output
 
-import attention
-from attention._ssm import diagonal_scan
+from lra import attention
 
 B, L, D, N = 2, 13, 6, 5
 LENGTHS = np.array([L, L - 5])

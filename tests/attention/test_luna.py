@@ -9,7 +9,7 @@ import pytest
 from flax import nnx
 from helpers import length_mask
 
-import attention
+from lra import attention
 
 B, L, D, H, PLEN = 2, 20, 16, 2, 6
 DH = D // H

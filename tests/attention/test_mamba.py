@@ -5,16 +5,16 @@ import math
 
 import jax
 import jax.numpy as jnp
+import lra.attention.mamba as mamba_module
 import numpy as np
 import pytest
 from flax import nnx
 from helpers import padded_inputs
+from lra.attention._mixers import inverse_softplus
+from lra.attention.mamba import selective_scan
 from recurrences import outputs_with, selective_recurrence
 
-import attention
-import attention.mamba as mamba_module
-from attention._mixers import inverse_softplus
-from attention.mamba import selective_scan
+from lra import attention
 
 B, L, D, E, N = 2, 11, 8, 6, 3
 

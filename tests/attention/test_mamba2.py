@@ -3,14 +3,14 @@ step-by-step recurrence, and the paper's initialisation."""
 
 import jax
 import jax.numpy as jnp
+import lra.attention.mamba2 as mamba2_module
 import numpy as np
 import pytest
 from flax import nnx
 from helpers import padded_inputs
 from recurrences import decay_recurrence, outputs_with
 
-import attention
-import attention.mamba2 as mamba2_module
+from lra import attention
 
 B, L, D, H = 2, 11, 8, 2
 

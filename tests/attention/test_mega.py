@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 from flax import nnx
 from helpers import LONG, SHORT, padded_inputs, train_temp_bytes
+from lra.attention._ssm import masked_input
+from lra.attention.mega import laplace, mega_attention
 from reference import diagonal_recurrence
 
-import attention
-from attention._ssm import masked_input
-from attention.mega import laplace, mega_attention
+from lra import attention
 
 B, L, D, NDIM = 2, 13, 6, 4
 LENGTHS = np.array([L, L - 5])

@@ -6,7 +6,7 @@ conftest.py disables XLA:CPU's YNN fusions, whose scratch memory the analysis wo
 import pytest
 from helpers import LONG, SHORT, train_temp_bytes
 
-import attention
+from lra import attention
 
 
 @pytest.mark.parametrize(

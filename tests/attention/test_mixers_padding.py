@@ -9,7 +9,7 @@ import pytest
 from flax import nnx
 from helpers import FAMILY_OF_VARIANT, padded_inputs
 
-import attention
+from lra import attention
 
 B, L, D, H = 2, 12, 8, 2
 LENGTHS = np.array([L - 7, L - 3])
@@ -53,7 +53,7 @@ def test_pad_gates_alone_make_a_whole_sequence_reverse_exact(case, monkeypatch):
     """The second defence: with the reverse run over the whole padded sequence (pads first), the
     pads' zero writes (k, Delta, beta = 0, the input gate's -1e4), unit decays and zeroed short convs
     still keep every real output equal to that of the row alone."""
-    import attention._mixers as mixers
+    import lra.attention._mixers as mixers
 
     monkeypatch.setattr(mixers, "flip_within_length", lambda a, lengths: jnp.flip(a, axis=1))
     module = make(case)

@@ -3,15 +3,15 @@ xLSTM's step-by-step stabilised cell, the gate initialisation, and huge input ga
 
 import jax
 import jax.numpy as jnp
+import lra.attention.mlstm as mlstm_module
 import numpy as np
 import pytest
 from flax import nnx
 from helpers import padded_inputs
+from lra.attention.mlstm import mlstm_cell
 from recurrences import mlstm_recurrence, outputs_with
 
-import attention
-import attention.mlstm as mlstm_module
-from attention.mlstm import mlstm_cell
+from lra import attention
 
 B, L, D, H = 2, 11, 8, 2
 

@@ -7,14 +7,14 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
-
-import attention
-from attention.nystromformer import (
+from lra.attention.nystromformer import (
     depthwise_conv,
     iterative_pinv,
     landmark_weights,
     nystromformer_kernel,
 )
+
+from lra import attention
 
 B, L, H, DH = 2, 32, 2, 8
 

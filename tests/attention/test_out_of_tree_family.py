@@ -19,8 +19,7 @@ import sys
 import pytest
 from helpers import README_FAMILY, REPO, SMALL_LISTOPS, cli_env, installed_readme_family, readme_family_code
 
-import attention
-from lra import declared, families
+from lra import attention, declared, families
 from lra.leaderboard import names
 
 ROOT = REPO

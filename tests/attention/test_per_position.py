@@ -11,8 +11,7 @@ import pytest
 from flax import nnx
 from helpers import FAMILIES
 
-import attention
-import tasks
+from lra import attention, tasks
 from lra import config as config_lib
 from lra.encoder import build_model
 

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 from flax import nnx
 from helpers import length_mask, random_qkv
+from lra.attention.performer import RandomFeatures, draw_orthogonal_features, performer_kernel
+from lra.attention.softmax import softmax_kernel  # exact attention, tested in test_attention_kernels
 
-import attention
-from attention.performer import RandomFeatures, draw_orthogonal_features, performer_kernel
-from attention.softmax import softmax_kernel  # exact attention, tested in test_attention_kernels
+from lra import attention
 
 B, L, H, DH = 2, 37, 3, 8
 

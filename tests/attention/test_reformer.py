@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 from flax import nnx
 from helpers import length_mask, random_qkv
+from lra.attention.reformer import HashRotations, lsh_buckets
+from lra.attention.reformer import reformer_kernel as _kernel
 
-import attention
-from attention.reformer import HashRotations, lsh_buckets
-from attention.reformer import reformer_kernel as _kernel
+from lra import attention
 
 B, L, H, DH = 2, 37, 2, 8
 SELF_LOGIT = -1e5

@@ -3,15 +3,15 @@ the multi-scale decays, and the rotation's dependence on relative position only.
 
 import jax
 import jax.numpy as jnp
+import lra.attention.retnet as retnet_module
 import numpy as np
 import pytest
 from flax import nnx
 from helpers import padded_inputs
+from lra.attention.retnet import retention_decays, rotary
 from recurrences import decay_recurrence, outputs_with
 
-import attention
-import attention.retnet as retnet_module
-from attention.retnet import retention_decays, rotary
+from lra import attention
 
 B, L, D, H = 2, 11, 8, 2
 

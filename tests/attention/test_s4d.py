@@ -11,7 +11,7 @@ from flax import nnx
 from helpers import padded_inputs
 from reference import diagonal_recurrence
 
-import attention
+from lra import attention
 
 B, L, D, N = 2, 13, 5, 8
 LENGTHS = np.array([L, L - 5])

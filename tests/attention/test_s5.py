@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 from flax import nnx
 from helpers import padded_inputs
+from lra.attention.s5 import hippo_n, hippo_n_eig
 from reference import diagonal_ssm_output
 
-import attention
-from attention.s5 import hippo_n, hippo_n_eig
+from lra import attention
 
 B, L, D = 2, 13, 6
 LENGTHS = np.array([L, L - 5])

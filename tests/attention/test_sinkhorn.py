@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 from flax import nnx
 from helpers import assert_head_groupings_agree, length_mask
+from lra.attention.sinkhorn import sinkhorn_kernel as _kernel
+from lra.attention.sinkhorn import sinkhorn_normalize
 
-import attention
-from attention.sinkhorn import sinkhorn_kernel as _kernel
-from attention.sinkhorn import sinkhorn_normalize
+from lra import attention
 
 B, L, H, DH, BS = 2, 37, 2, 8, 8  # L not a multiple of BS: internal padding is exercised
 NB = -(-L // BS)
@@ -187,7 +187,7 @@ def test_head_groups_change_neither_values_nor_gradients_nor_dropout_masks():
 
 
 def test_head_groups_default_two_on_cpu_one_elsewhere():
-    from attention.sinkhorn import head_groups
+    from lra.attention.sinkhorn import head_groups
 
     assert head_groups(8, "cpu") == 2 and head_groups(3, "cpu") == 1
     assert head_groups(8, "gpu") == 1 and head_groups(8, "tpu") == 1

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 from flax import nnx
 from helpers import assert_module_matches_dense, length_mask
+from lra.attention.sparse import sparse_kernel
 from reference import dense_reference
 
-import attention
-from attention.sparse import sparse_kernel
+from lra import attention
 
 B, H, DH = 2, 2, 4
 L_BLOCK, C = 8, 3

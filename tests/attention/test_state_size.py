@@ -22,15 +22,15 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
+from lra.attention._mixers import ShortConv
+from lra.attention.local import local_kernel
+from lra.attention.longformer import longformer_kernel
+from lra.attention.mega import mega_attention
+from lra.attention.softmax import softmax_kernel
+from lra.attention.sparse import sparse_kernel
+from lra.attention.synthesizer import synthesizer_kernel
 
-import attention
-from attention._mixers import ShortConv
-from attention.local import local_kernel
-from attention.longformer import longformer_kernel
-from attention.mega import mega_attention
-from attention.softmax import softmax_kernel
-from attention.sparse import sparse_kernel
-from attention.synthesizer import synthesizer_kernel
+from lra import attention
 from lra.state_size import state_numbers
 
 D, H, L = 16, 2, 32  # model width = qkv_dim, heads, the length the state is taken at

@@ -9,7 +9,7 @@ import pytest
 from flax import nnx
 from helpers import length_mask
 
-import attention
+from lra import attention
 
 B, L, D, H, MAX_LEN = 2, 13, 16, 2, 20  # L < max_len: the top-left block of R is used
 DH = D // H

@@ -21,9 +21,8 @@ import numpy as np
 import pytest
 from helpers import cli_env
 
-import tasks
 from lra import config as config_lib
-from lra import leaderboard
+from lra import leaderboard, tasks
 from lra.bench import efficiency, measure
 from lra.bench import steps as bench
 

@@ -17,7 +17,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from attention import HeadProjections
+from lra.attention import HeadProjections
 
 
 class LeakyLinear(nnx.Module):

@@ -11,13 +11,12 @@ from pathlib import Path
 
 import pytest
 from helpers import copy_resumable, result_record, run_in_process, tiny_run_args
+from lra.tasks import pathfinder
 
-import tasks
-from lra import data_fingerprint, sweep
+from lra import data_fingerprint, sweep, tasks
 from lra import evaluate as evaluate_cli
 from lra import run as run_cli
 from lra.leaderboard import reader
-from tasks import pathfinder
 
 FOLDER = Path("pathfinder") / "pathfinder32" / "curv_contour_length_14"
 

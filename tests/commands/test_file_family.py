@@ -70,7 +70,7 @@ def test_an_unusable_file_is_one_line(tmp_path, monkeypatch, capsys, spec, says)
 
 
 def test_the_file_is_imported_once_and_named_by_its_version(tmp_path):
-    import attention
+    from lra import attention
 
     family = tmp_path / "once.py"
     family.write_text(readme_family_code().replace("import jax\n", "import jax\nIMPORTS.append(1)\n", 1)

@@ -18,10 +18,9 @@ from typing import ClassVar
 
 import numpy as np
 import pytest
+from lra.tasks import retrieval
 
-import tasks
-from lra import data, release
-from tasks import retrieval
+from lra import data, release, tasks
 
 TSV_ROW = b"1.0\tA\tB\tfirst document\tsecond document\n"
 

@@ -118,8 +118,7 @@ def test_out_of_memory_is_a_clear_error(tmp_path, capsys, monkeypatch, attn):
 
 def test_print_config_shows_every_option_with_its_default(capsys):
     """Fails on a05bdf0 (``"attn": {}`` and ``"data": {}``: defaults hidden)."""
-    import attention
-    import tasks
+    from lra import attention, tasks
 
     code = run_cli.main(["--task", "listops", "--attn", "performer", "--set", "attn.nb_features=64",
                          "--print-config"])

@@ -14,8 +14,7 @@ from pathlib import Path
 import pytest
 from helpers import result_record, wait_until_training
 
-import attention
-from lra import cluster, leaderboard, skip_check, subprocess_executor, sweep
+from lra import attention, cluster, leaderboard, skip_check, subprocess_executor, sweep
 from lra import config as config_lib
 from lra import run as run_cli
 from lra.data import default_data_dir

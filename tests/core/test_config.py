@@ -61,8 +61,7 @@ def test_choices_are_declared_on_the_fields():
 @pytest.mark.slow
 def test_modern_resolves_for_every_task_family_and_preset():
     """The whole grid, config resolution only (lra.config.load validates each config)."""
-    import attention
-    import tasks
+    from lra import attention, tasks
 
     for task in tasks.in_track("lra"):  # another track's task (mqar) has no modern protocol
         for family in attention.available():

@@ -15,10 +15,9 @@ from pathlib import Path
 
 import pytest
 from helpers import TINY_LISTOPS_OPTIONS
+from lra.tasks import pathfinder
 
-import tasks
-from lra import data_fingerprint
-from tasks import pathfinder
+from lra import data_fingerprint, tasks
 
 NUM_IMAGES = 20
 FOLDER = Path("pathfinder") / "pathfinder32" / "curv_contour_length_14"

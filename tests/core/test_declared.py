@@ -5,13 +5,12 @@ import inspect
 import subprocess
 import sys
 
-import attention
-from lra import declared
+from lra import attention, declared
 from lra.leaderboard import published
 
 
 def _in_tree():
-    return [n for n in attention.available() if attention.family(n).__module__.startswith("attention.")]
+    return [n for n in attention.available() if attention.family(n).__module__.startswith("lra.attention.")]
 
 
 def test_every_literal_read_from_a_file_is_the_imported_value():
@@ -62,6 +61,6 @@ def test_declared_family_facts_name_real_options_and_rows():
 def test_facts_are_read_without_importing_the_families_or_jax():
     code = ("import sys; from lra import declared; "
             "assert declared.attribute('attention', 'local', 'peer_mechanism') == 'local/block'; "
-            "bad = sorted(m for m in sys.modules if m == 'jax' or m.startswith('attention.')); "
+            "bad = sorted(m for m in sys.modules if m == 'jax' or m.startswith('lra.attention.')); "
             "assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from flax import nnx
 
-import attention
+from lra import attention
 from lra.config import ModelConfig
 from lra.encoder import Block, Encoder, MaskedBatchNorm
 
@@ -129,7 +129,7 @@ def test_linear_input_projects_normalised_pixel_values():
 
 
 def test_pixel_tasks_state_their_normalisation():
-    import tasks
+    from lra import tasks
 
     assert tasks.family("image").pixel_stats == pytest.approx((122.6 / 255, 61.0 / 255))
     assert tasks.family("pathfinder").pixel_stats == (0.5, 0.5)
@@ -161,8 +161,8 @@ def recipe_model(task, family, *, concrete=False):
     lra.encoder.build_model as the trainer does (abstractly unless ``concrete``)."""
     from pathlib import Path
 
-    import tasks
     from lra import config as config_lib
+    from lra import tasks
     from lra.encoder import build_model
 
     cfg = config_lib.load(task, family, preset="tiny", protocol="modern")
@@ -197,8 +197,8 @@ def test_tied_dropout_drops_whole_channels_for_a_whole_sequence(task, family):
 def test_the_lra_protocol_keeps_elementwise_and_input_dropout():
     from pathlib import Path
 
-    import tasks
     from lra import config as config_lib
+    from lra import tasks
     from lra.encoder import build_model
 
     cfg = config_lib.load("listops", "softmax", preset="tiny")

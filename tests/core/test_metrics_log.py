@@ -17,9 +17,8 @@ import numpy as np
 import pytest
 from helpers import cli_env
 
-import tasks
 from lra import config as config_lib
-from lra import train
+from lra import tasks, train
 from lra.metrics_log import AtChance, MetricsLog, read_jsonl, read_scalars, standard_error
 
 RUN = {"task": "listops", "attention": "softmax", "preset": "tiny", "seed": 0}
@@ -177,7 +176,7 @@ class SignalTask(tasks.Task):
                                 generator={"name": "test_metrics_log", "version": 1, "seed": 0})
 
     def head(self, features_dim, mlp_dim, *, rngs, **options):
-        from tasks._heads import ClassifierHead
+        from lra.tasks._heads import ClassifierHead
 
         return ClassifierHead(features_dim, mlp_dim, self.num_classes, rngs=rngs, **options)
 

@@ -11,10 +11,8 @@ import numpy as np
 import pytest
 from flax import nnx
 
-import attention
-import tasks
+from lra import attention, sharding, tasks
 from lra import config as config_lib
-from lra import sharding
 from lra.config import TrainConfig
 from lra.data_pipeline import TrainBatches
 from lra.encoder import build_model

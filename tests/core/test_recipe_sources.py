@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 from helpers import assert_one_line_error, run_in_process
+from lra.configs import _sources
 
-from configs import _sources
 from lra import recipe_sources
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -26,7 +26,7 @@ def test_every_source_entry_is_well_formed():
 
 
 def test_a_new_recipe_key_without_a_source_is_named(monkeypatch):
-    import configs.pathx as pathx
+    import lra.configs.pathx as pathx
 
     monkeypatch.setitem(pathx.MODERN, "s4d", {**pathx.MODERN["s4d"], "train.new_knob": 1})
     monkeypatch.setitem(pathx.MODERN, "newfamily", {"model.dropout": 0.0})

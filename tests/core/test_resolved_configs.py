@@ -22,8 +22,7 @@ from pathlib import Path
 import pytest
 from helpers import README_FAMILY, installed_readme_family
 
-import attention
-import tasks
+from lra import attention, tasks
 from lra import config as C
 
 FIXTURE = Path(__file__).parent / "data" / "resolved_configs.json"
@@ -99,7 +98,7 @@ def test_the_preset_is_applied_after_the_family():
     """Under the LRA protocol every key a preset sets is what the run gets, whatever the family's
     delta says (lra.config: defaults < BASE < ATTENTION < PRESETS < --set)."""
     for task in tasks.available():
-        module = importlib.import_module(f"configs.{task}")
+        module = importlib.import_module(f"lra.configs.{task}")
         for preset in ("tiny", "small"):
             for family in attention.available():
                 cfg = _resolve(task, family, preset, "lra")

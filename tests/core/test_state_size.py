@@ -11,14 +11,13 @@ import sys
 
 import pytest
 
-import attention
+from lra import attention, declared, state_size
 from lra import config as lra_config
-from lra import declared, state_size
 from lra.state_size import StateSizeError, state_bytes, state_numbers
 
 
 def _in_tree():
-    return [n for n in attention.available() if attention.family(n).__module__.startswith("attention.")]
+    return [n for n in attention.available() if attention.family(n).__module__.startswith("lra.attention.")]
 
 
 CONFIG = {"model": {"emb_dim": 64, "num_heads": 4, "qkv_dim": 64, "num_layers": 2}, "attn": {}}
@@ -136,6 +135,6 @@ def test_sizes_are_computed_without_importing_the_families_or_jax():
             "cfg = {'model': {'emb_dim': 8, 'num_heads': 2, 'qkv_dim': 8, 'num_layers': 3}}; "
             "assert state_size.state_bytes('softmax', cfg, 10) == 2 * 10 * 8 * 3 * 4; "
             "assert state_size.state_bytes('mamba', cfg, 10) == 16 * 19 * 3 * 4; "
-            "bad = sorted(m for m in sys.modules if m == 'jax' or m.startswith('attention.')); "
+            "bad = sorted(m for m in sys.modules if m == 'jax' or m.startswith('lra.attention.')); "
             "assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True)

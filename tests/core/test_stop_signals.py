@@ -81,7 +81,7 @@ _GENERATION = {
 }
 _BATCHES_OF_200 = """
 import sys
-import tasks._pathfinder_gen as gen
+import lra.tasks._pathfinder_gen as gen
 gen.BATCH_SIZE = 200  # more than the images in flight (4 units of _CHUNK images a worker)
 gen._CHUNK[32] = 10
 from lra.run import main
@@ -98,8 +98,7 @@ def test_sigterm_while_lra_run_generates_data_stops_it_and_the_rerun_goes_on(tmp
     trees; Pathfinder: batches of images) are kept, the re-run goes on from them without
     making them again, and the data is the data of an uninterrupted generation (same
     fingerprint). Fails on a05bdf0: the set was complete when the run exited."""
-    import tasks
-    from lra import data_fingerprint
+    from lra import data_fingerprint, tasks
 
     options = _GENERATION[task]
     data = tmp_path / "data"

@@ -9,9 +9,8 @@ import pytest
 from flax import nnx
 from helpers import cli_env, prepare_tiny_listops_cli, tiny_run_cmd
 
-import tasks
 from lra import config as config_lib
-from lra import sharding
+from lra import sharding, tasks
 from lra.config import TrainConfig
 from lra.data_pipeline import TrainBatches, eval_batches
 from lra.optim import learning_rate

@@ -115,8 +115,7 @@ def test_non_semantic_keys_and_the_cls_global_token_stay_in_the_cell(tmp_path):
 def test_the_jax_free_preset_resolution_is_lra_config_load():
     """identity.preset_config copies lra.config.load's layer order: this holds them together (every
     family on one task, and four families with deltas or rules on every task, preset, protocol)."""
-    import attention
-    from lra import config
+    from lra import attention, config
 
     cases = [("listops", a, "tiny", p) for a in attention.available() for p in config.PROTOCOLS]
     cases += [(t, a, pr, p) for t in ("listops", "text", "retrieval", "image", "pathfinder", "pathx")
@@ -498,11 +497,11 @@ def test_a_registered_task_beyond_lras_six_gets_its_column(tmp_path, monkeypatch
     import sys
     import types
 
-    import tasks
+    from lra import tasks
 
-    module = types.ModuleType("configs.copytask")
+    module = types.ModuleType("lra.configs.copytask")
     module.BASE, module.PRESETS = {"train.num_steps": 100}, {"small": {"train.lr": 0.01}}
-    monkeypatch.setitem(sys.modules, "configs.copytask", module)
+    monkeypatch.setitem(sys.modules, "lra.configs.copytask", module)
     monkeypatch.setattr(tasks, "available", lambda: ["copytask", "image", "listops", "pathfinder",
                                                      "pathx", "retrieval", "text"])
     results = tmp_path / "results"

@@ -4,8 +4,7 @@ file, read without importing JAX and equal to what the registries import."""
 import subprocess
 import sys
 
-import attention
-import tasks
+from lra import attention, tasks
 from lra.leaderboard import names
 
 
@@ -48,6 +47,6 @@ def test_names_are_read_without_importing_the_families_or_jax():
     code = ("import sys; from lra.leaderboard import names; "
             "assert names.family_name('cosformer') == 'cosFormer'; "
             "assert names.task_name('pathx') == 'Path-X'; "
-            "bad = sorted(m for m in sys.modules if m == 'jax' or m.startswith(('attention.', "
-            "'tasks.'))); assert not bad, bad")
+            "bad = sorted(m for m in sys.modules if m == 'jax' or m.startswith(('lra.attention.', "
+            "'lra.tasks.'))); assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -24,7 +24,7 @@ NAME = "parity"
 
 BOOTSTRAP = """
 import runpy, sys
-import configs, tasks
+from lra import configs, tasks
 tasks.__path__.append(sys.argv[1]); tasks._REGISTRY.path.append(sys.argv[1])
 configs.__path__.append(sys.argv[2])
 sys.argv = ["lra.run", *sys.argv[3:]]
@@ -52,7 +52,7 @@ def example_dirs(tmp_path_factory) -> tuple[Path, Path]:
 
 
 def test_the_task_is_not_in_this_tree():
-    import tasks
+    from lra import tasks
 
     assert NAME not in tasks.available()  # else the test would not exercise the page's files
 

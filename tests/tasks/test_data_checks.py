@@ -26,7 +26,7 @@ from helpers import (
     tiny_run_args,
 )
 
-import tasks
+from lra import tasks
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -65,7 +65,7 @@ def test_empty_retrieval_eval_file_is_refused(tmp_path):
 
 
 def test_short_official_pathfinder_folder_is_refused(tmp_path):
-    from tasks import pathfinder
+    from lra.tasks import pathfinder
 
     root = tmp_path / "data" / "pathfinder32"
     with contextlib.redirect_stderr(io.StringIO()):
@@ -96,7 +96,7 @@ def test_tiny_preset_says_why_it_does_not_read_an_official_listops_folder(tiny_l
 
 
 def test_incomplete_official_listops_folder_is_reported(tmp_path, monkeypatch):
-    from tasks import listops
+    from lra.tasks import listops
 
     monkeypatch.setattr(listops, "generate", lambda *a, **k: pytest.fail("generated instead"))
     official = tmp_path / "listops-1000"
@@ -109,7 +109,7 @@ def test_incomplete_official_listops_folder_is_reported(tmp_path, monkeypatch):
 
 
 def test_incomplete_official_pathfinder_folder_is_reported(tmp_path, monkeypatch):
-    from tasks import pathfinder
+    from lra.tasks import pathfinder
 
     monkeypatch.setattr(pathfinder, "generate", lambda *a, **k: pytest.fail("generated instead"))
     folder = tmp_path / "pathfinder32" / pathfinder.folder_name("hard")
@@ -161,7 +161,7 @@ def test_killed_listops_generation_leaves_no_workers_and_no_temp_files(tmp_path)
             with contextlib.suppress(ProcessLookupError):
                 os.kill(w, signal.SIGKILL)
     # A full-size temporary file a killed run left behind goes at the next generation.
-    from tasks import listops
+    from lra.tasks import listops
 
     out.mkdir(exist_ok=True)
     stale = out / ".basic_train.tsv.2147483646.tmp"  # no such pid

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from tasks import _files
+from lra.tasks import _files
 
 
 def test_a_failed_replacement_keeps_every_old_file_and_no_temporary(tmp_path):

@@ -6,8 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
-
-from tasks._heads import ClassifierHead, DualHead
+from lra.tasks._heads import ClassifierHead, DualHead
 
 B, F, H, C = 3, 6, 10, 4
 

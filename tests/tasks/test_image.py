@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import tensorflow_datasets as tfds
 from helpers import mark_prepared, tfds_mock
+from lra.tasks import image
 
-import tasks
-from tasks import image
+from lra import tasks
 
 # (r, g, b) -> tf.image.rgb_to_grayscale, computed with TensorFlow 2.21. The first eight are colours
 # where a float32 matmul (another summation order) gives a different value; pure green shows the

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from lra.tasks import _listops_gen, listops
 
-import tasks
-from tasks import _listops_gen, listops
+from lra import tasks
 
 SMALL = {"min_length": 3, "max_length": 30}  # fast; about 2.5% of the trees drawn are duplicates
 SMALL_SIZES = {"train": 700, "val": 150, "test": 150}  # 1000 trees: several shards
@@ -273,8 +273,7 @@ def test_facts_and_head():
     assert task.vocab_size == 1 + max(listops.VOCAB.values())
     assert tasks.build("listops", Path("/x"), max_length=700).max_len == 700
     from flax import nnx
-
-    from tasks._heads import ClassifierHead
+    from lra.tasks._heads import ClassifierHead
 
     head = task.head(8, 16, rngs=nnx.Rngs(0))
     assert isinstance(head, ClassifierHead) and head.logits.out_features == 10

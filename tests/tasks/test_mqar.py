@@ -5,12 +5,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from helpers import run_in_process
+from lra.tasks.mqar import gap_probabilities, generate, to_bidirectional
 
-import tasks
 from lra import config as config_lib
-from lra import data_fingerprint
+from lra import data_fingerprint, tasks
 from lra.train import _loss
-from tasks.mqar import gap_probabilities, generate, to_bidirectional
 
 OPTS = {"length": 64, "pairs": 4, "vocab_size": 256, "power_a": 0.01}
 

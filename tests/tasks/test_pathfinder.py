@@ -16,14 +16,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
+from lra.tasks import _pathfinder_gen, _pathfinder_read, _snakes, pathfinder
 from PIL import Image
 
-import tasks
 from lra import config as config_lib
-from lra import data, sharding
+from lra import data, sharding, tasks
 from lra.data_pipeline import TrainBatches
 from lra.train import create_train_state
-from tasks import _pathfinder_gen, _pathfinder_read, _snakes, pathfinder
 
 HARD = "curv_contour_length_14"
 N_GENERATED = 20  # with batches of 8: imgs/0 and imgs/1 full, imgs/2 holds 4

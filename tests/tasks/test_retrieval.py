@@ -11,15 +11,14 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
+from lra.tasks import retrieval
+from lra.tasks._heads import DualHead
 
-import tasks
 from lra import config as config_lib
-from lra import sharding
+from lra import sharding, tasks
 from lra.data_pipeline import TrainBatches
 from lra.encoder import build_model
 from lra.train import create_train_state
-from tasks import retrieval
-from tasks._heads import DualHead
 
 ROWS = [  # label, id1, id2, text1, text2 (as bytes: the reader takes fields verbatim)
     (b"1.0", b"P00-1001", b"P99-1002", "Parsing with café grammars".encode(), b"b'We cite \\n you'"),

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import tensorflow_datasets as tfds
 from helpers import mark_prepared, tfds_mock
+from lra.tasks import text
 
-import tasks
-from tasks import text
+from lra import tasks
 
 
 def test_text_ids_are_utf8_bytes_plus_one_and_the_mask_is_the_true_length():

@@ -16,13 +16,12 @@ import numpy as np
 import pytest
 import tensorflow_datasets as tfds
 from helpers import mark_prepared, tfds_mock
+from lra.tasks import _tfds, image, text
 
-import tasks
 from lra import config as config_lib
-from lra import sharding
+from lra import sharding, tasks
 from lra.data_pipeline import TrainBatches
 from lra.train import create_train_state
-from tasks import _tfds, image, text
 
 
 @pytest.fixture
