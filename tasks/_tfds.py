@@ -95,15 +95,18 @@ class TfdsDataset:
                          f"TensorFlow needs array_record")
         return None, notes
 
-    def provenance(self, data_dir: Path, files: dict[str, str], wanted: dict[str, int]):
-        """Where a prepared dataset is read from (after ``ensure``)."""
+    def provenance(self, data_dir: Path, splits: list[str], wanted: dict[str, int]):
+        """Where a prepared dataset is read from (after ``ensure``). Every split of ours (``splits``)
+        reads the dataset's version folder (its array_record shards, ``dataset_info.json``,
+        ``features.json``; a split of ours may be a slice of a tfds split), so each names that
+        folder and the fingerprint hashes every file in it: a name that is not a path on disk would
+        hash nothing, and two different copies would get one fingerprint."""
         from lra.tasks import Provenance, relative
 
         found = self.find(data_dir)[0] or Path(data_dir) / self.task
         folder = relative(found / self.full_name(), data_dir)
         return Provenance(folder=folder, origin="tensorflow-datasets",
-                          files={split: f"{folder} ({name})" for split, name in files.items()},
-                          wanted=dict(wanted))
+                          files=dict.fromkeys(splits, folder), wanted=dict(wanted))
 
     def _how_to_get_it(self, data_dir: Path) -> str:
         return (f"To get it, run `python -m lra.data prepare --task {self.task} --data-dir DIR` on a "

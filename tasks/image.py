@@ -105,8 +105,7 @@ class ImageTask(Task):
         return self._records[tfds_split]
 
     def provenance(self):
-        files = {"train": "train[:90%]", "val": "train[90%:]", "test": "test"}
-        return CIFAR10.provenance(self.data_dir, files, self.sizes)
+        return CIFAR10.provenance(self.data_dir, list(SPLITS), self.sizes)
 
     def source(self, split: str) -> PixelExamples:
         if split not in SPLITS:

@@ -93,7 +93,7 @@ class TextTask(Task):
         IMDB.ensure(self.data_dir)
 
     def provenance(self):
-        return IMDB.provenance(self.data_dir, dict(SPLITS), self.sizes)
+        return IMDB.provenance(self.data_dir, list(SPLITS), self.sizes)
 
     def source(self, split: str) -> ByteExamples:
         if split not in SPLITS:

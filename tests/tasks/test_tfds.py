@@ -166,3 +166,24 @@ def test_run_and_prepare_commands_fail_fast_without_data(tmp_path, monkeypatch, 
     assert time.perf_counter() - start < 10
     err = capsys.readouterr().err
     assert err.startswith("error: image: tfds dataset cifar10 is not prepared") and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("name,dataset", [("text", "imdb_reviews"), ("image", "cifar10")])
+def test_the_fingerprint_of_a_prepared_dataset_covers_its_files(tmp_path, name, dataset):
+    """Every split names the dataset's version folder, which exists on disk: the fingerprint hashes
+    its shards, so a copy with other bytes is other data and an identical copy the same data (main:
+    the splits named ``<folder> (train)``, no path, and every copy got one empty fingerprint)."""
+    from lra import data_fingerprint
+
+    def prepared(root: Path, shard: bytes) -> dict:
+        mark_prepared(root / name, dataset)
+        task = tasks.build(name, root)
+        folder = root / task.provenance().folder
+        (folder / f"{dataset}-train.array_record-00000-of-00001").write_bytes(shard)
+        assert set(task.provenance().files.values()) == {task.provenance().folder}
+        return data_fingerprint.fingerprint(task.provenance(), root)
+
+    a = prepared(tmp_path / "a", b"examples")
+    assert len(a["files"]) == 1 and next(iter(a["files"].values()))["count"] == 2
+    assert prepared(tmp_path / "same", b"examples")["sha256"] == a["sha256"]
+    assert prepared(tmp_path / "other", b"other examples")["sha256"] != a["sha256"]
