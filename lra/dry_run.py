@@ -103,6 +103,7 @@ def target_device(args) -> tuple[str, int]:
 
 
 def clock(seconds: float) -> str:
+    """``h:mm:ss`` (the sweep's progress lines and the dry run's estimates)."""
     s = round(seconds)
     return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
 

@@ -359,8 +359,14 @@ def _report(record: dict, cfg) -> None:
     last = f"{m['test_accuracy_at_last']:.4f} at the last step"
     best = (f"{m['test_accuracy_at_best_val']:.4f} at the best validation step {m['best_val_step']} "
             f"(val {m['best_val_accuracy']:.4f})")
-    headline = (f"{last} (LRA's protocol); {best}" if cfg.protocol == "lra"
-                else f"{best} (the modern protocol's selection); {last}")
+    from lra import declared
+
+    if declared.attribute("tasks", cfg.task, "track", "lra") != "lra":  # MQAR: checkpoint on val
+        headline = f"{best} (the {cfg.task} track's selection); {last}"
+    elif cfg.protocol == "lra":
+        headline = f"{last} (LRA's protocol); {best}"
+    else:
+        headline = f"{best} (the modern protocol's selection); {last}"
     print(f"{cfg.task}/{cfg.attention} ({cfg.preset}, {cfg.protocol} protocol, seed {cfg.seed}): "
           f"test accuracy {headline}; {m['steps_per_s']} steps/s")
     if "result_file" in record:

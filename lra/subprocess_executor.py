@@ -21,14 +21,10 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from lra import stop_signals
 from lra.cluster import last_error_line
+from lra.dry_run import clock
 
 if TYPE_CHECKING:
     from lra.sweep import Plan
-
-
-def _clock(seconds: float) -> str:
-    s = round(seconds)
-    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
 
 
 @dataclass
@@ -48,7 +44,7 @@ class Tally:
         filled = width * finished // self.total if self.total else width
         ran = self.done + self.failed
         left = self.total - finished
-        eta = _clock(self.run_seconds / ran * left) if ran else ("0:00:00" if not left else "?")
+        eta = clock(self.run_seconds / ran * left) if ran else ("0:00:00" if not left else "?")
         return (f"[{'#' * filled}{'-' * (width - filled)}] {finished}/{self.total} | done {self.done} "
                 f"| failed {self.failed} | skipped {self.skipped} | ETA {eta}")
 
@@ -140,7 +136,7 @@ def execute(p: Plan, progress: Progress, term: _Terminate) -> tuple[int, str, fl
                 code = term.child.wait(timeout=1.0)
                 break
             except subprocess.TimeoutExpired:
-                progress.show(f"{p.cell}: {p.action} {_clock(time.monotonic() - started)}")
+                progress.show(f"{p.cell}: {p.action} {clock(time.monotonic() - started)}")
         term.child = None
     seconds = time.monotonic() - started
     with open(log_path) as log:
@@ -192,11 +188,11 @@ def sweep(plans: list[Plan], stream: TextIO, results_dir: Path | None = None
                          and not Path(said).absolute().is_relative_to(Path(results_dir).absolute()))
             if code == 0 and said and not elsewhere:
                 tally.done += 1
-                progress.line(f"{head} done in {_clock(seconds)}"
+                progress.line(f"{head} done in {clock(seconds)}"
                               + (f" (resumed {p.detail})" if p.action == "resume" else "")
                               + f": {_headline(Path(said))}, result {Path(said).name}")
             elif code == stop_signals.EXIT_RESUMABLE:
-                progress.line(f"{head} stopped by {term.requested} after {_clock(seconds)} "
+                progress.line(f"{head} stopped by {term.requested} after {clock(seconds)} "
                               f"(checkpointed, exit status 75); re-run to go on")
             else:
                 reason = (f"its result file {said} is not under --results-dir {results_dir}"
@@ -206,7 +202,7 @@ def sweep(plans: list[Plan], stream: TextIO, results_dir: Path | None = None
                           "exit status 0 but no result file was written")
                 tally.failed += 1
                 failures.append((p, reason))
-                progress.line(f"{head} FAILED after {_clock(seconds)} ({reason}; log "
+                progress.line(f"{head} FAILED after {clock(seconds)} ({reason}; log "
                               f"{p.workdir / 'sweep.log'})")
             if term.requested:
                 break

@@ -6,7 +6,7 @@ from helpers import result_record
 
 from lra import cluster, sweep
 from lra import config as config_lib
-from lra.subprocess_executor import _clock
+from lra.dry_run import clock as _clock
 
 
 def test_the_dry_run_flags_absent_data_and_estimates_from_a_measured_run(tmp_path, monkeypatch,

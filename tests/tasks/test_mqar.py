@@ -137,11 +137,14 @@ def jax_log_softmax(x):
 
 @pytest.mark.slow
 def test_a_tiny_run_reports_accuracy_over_the_queries(tmp_path):
-    code, _, err = run_in_process("--task", "mqar", "--attn", "softmax", "--preset", "tiny",
-                                  "--workdir", str(tmp_path / "w"), "--data-dir",
-                                  str(tmp_path / "d"), "--results-dir", str(tmp_path / "r"),
-                                  "--no-progress")
+    code, out, err = run_in_process("--task", "mqar", "--attn", "softmax", "--preset", "tiny",
+                                    "--workdir", str(tmp_path / "w"), "--data-dir",
+                                    str(tmp_path / "d"), "--results-dir", str(tmp_path / "r"),
+                                    "--no-progress")
     assert code == 0, err[-2000:]
+    # the closing line leads with the track's number (best validation step), never "LRA's protocol"
+    assert "at the best validation step" in out and "(the mqar track's selection)" in out, out
+    assert "LRA's protocol" not in out
     import json
 
     record = json.loads(next((tmp_path / "r" / "runs").glob("*.json")).read_text())
