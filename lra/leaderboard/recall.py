@@ -29,6 +29,7 @@ import csv
 import html
 import io
 import math
+import re
 import statistics
 import urllib.parse
 from collections import defaultdict
@@ -400,6 +401,13 @@ def _html_table(group: list[Point]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
+def _html_text(text: str) -> str:
+    """``text`` (Markdown's ``**bold**`` and ``code`` marks) as HTML: the marks rendered, never shown."""
+    out = html.escape(text)
+    out = re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", out)
+    return re.sub(r"`(.+?)`", r"<code>\1</code>", out)
+
+
 def site_tab(page: bytes, pts: list[Point], files: dict[tuple[str, str, str], tuple[str, str]],
              results_href: str) -> bytes:
     """``page`` (the site's index.html) with the recall tab added; ``page`` itself without points."""
@@ -407,7 +415,7 @@ def site_tab(page: bytes, pts: list[Point], files: dict[tuple[str, str, str], tu
         return page
     href = results_href.rstrip("/") + "/"
     parts = ['<section id="page-recall" hidden>', "<h2>The recall track (MQAR)</h2>",
-             f"<p>{html.escape(LEGEND.replace('`', ''))}</p>", f"<p>{html.escape(PUBLISHED_NOTE)}</p>"]
+             f"<p>{_html_text(LEGEND)}</p>", f"<p>{_html_text(PUBLISHED_NOTE)}</p>"]
     for (preset, device, form), group in _sections(pts).items():
         parts += [f"<h3>{html.escape(form)} form · {html.escape(preset)} · {html.escape(device)}</h3>",
                   _html_table(group)]

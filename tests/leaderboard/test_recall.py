@@ -90,6 +90,9 @@ def test_site_has_the_recall_tab(built):
     page = built[1]["site"]["index.html"].decode()
     assert 'id="page-recall"' in page and "#recall" in page
     assert "causal-width.png" in page and "causal-frontier.png" in page
+    tab = page[page.index('id="page-recall"'):]
+    tab = tab[:tab.index("</section>")]
+    assert "<strong>Bold</strong>" in tab and "**" not in tab  # Markdown's marks rendered, not shown
 
 
 def test_figures_drawn_with_labelled_axes(built):
