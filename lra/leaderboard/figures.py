@@ -20,6 +20,7 @@ the repository's ``constraints.txt`` pins the ones the reference set was drawn w
 
 from __future__ import annotations
 
+import contextlib
 import io
 import math
 import textwrap
@@ -28,6 +29,7 @@ from importlib import metadata
 
 import matplotlib
 import matplotlib.ticker
+import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
@@ -179,8 +181,39 @@ def save(draw: Callable[[float], Figure], fmt: str, width: float = FULL_WIDTH, *
 
 def _bytes(fig: Figure, fmt: str) -> bytes:
     buf = io.BytesIO()
-    fig.savefig(buf, format=fmt, dpi=DPI, metadata=FORMATS[fmt])
+    with _pdf_numbers_at(PDF_DECIMALS) if fmt == "pdf" else contextlib.nullcontext():
+        fig.savefig(buf, format=fmt, dpi=DPI, metadata=FORMATS[fmt])
     return buf.getvalue()
+
+
+# Decimals of every real number a PDF writes. matplotlib's PDF backend prints ten, so the last digit
+# of a layout coordinate carries the host's floating-point arithmetic: the same result files and
+# library versions drew a y-label at 282.3143107812 pt on an Intel Xeon and 282.3143107813 pt on an
+# AMD EPYC (2026-12-07), and the committed PDF changed. Six decimals (a millionth of a point, as the
+# SVG backend writes) is far below anything a reader or printer resolves.
+PDF_DECIMALS = 6
+
+
+@contextlib.contextmanager
+def _pdf_numbers_at(decimals: int):
+    """matplotlib's PDF writer (``backend_pdf.pdfRepr``, the one place it turns a real number into
+    PDF syntax) printing ``decimals`` decimals while the block runs; restored after it."""
+    from matplotlib.backends import backend_pdf
+
+    original = backend_pdf.pdfRepr
+
+    def rounded(obj):
+        if isinstance(obj, (float, np.floating)) and math.isfinite(obj):
+            text = b"%.*f" % (decimals, obj)
+            text = text.rstrip(b"0").rstrip(b".")
+            return b"0" if text in (b"-0", b"") else text
+        return original(obj)
+
+    backend_pdf.pdfRepr = rounded
+    try:
+        yield
+    finally:
+        backend_pdf.pdfRepr = original
 
 
 def new_figure(width: float, height: float, *, constrained: bool = False) -> Figure:

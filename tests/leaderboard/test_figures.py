@@ -71,6 +71,26 @@ def test_every_pdf_embeds_truetype_fonts_and_both_widths_are_written():
     assert drawn == figures.bubble_chart(points, title="t", xlabel="x", ylabel="y")
 
 
+def test_a_pdf_writes_six_decimals_so_the_host_s_last_bit_never_reaches_the_bytes():
+    """The same result files drew a y-label at 282.3143107812 pt on one host and 282.3143107813 pt
+    on another (matplotlib prints ten decimals), and a committed PDF changed. Every real number in a
+    PDF's streams has at most figures.PDF_DECIMALS decimals; matplotlib's writer is restored after.
+    Fails on 1ef2ba0 (ten decimals)."""
+    import re
+    import zlib
+
+    from matplotlib.backends import backend_pdf
+
+    writer = backend_pdf.pdfRepr
+    points = [{"name": "softmax", "x": 1.0 / 3.0, "y": 36.123456789, "memory": 2**30},
+              {"name": "cosformer", "x": 3.0, "y": 35.0, "memory": 2**28}]
+    pdf = figures.bubble_chart(points, title="t", xlabel="x", ylabel="y")[".pdf"]
+    assert backend_pdf.pdfRepr is writer
+    streams = [zlib.decompress(m) for m in re.findall(rb"stream\r?\n(.*?)\r?\nendstream", pdf, re.S)]
+    decimals = [len(d) for text in [pdf, *streams] for d in re.findall(rb"(?<![\w.])-?\d+\.(\d+)", text)]
+    assert decimals and max(decimals) <= figures.PDF_DECIMALS
+
+
 def test_thirty_series_get_thirty_colour_and_marker_pairs_and_keep_them():
     fams = sorted(names.declared("attention")) + [f"extra{i}" for i in range(5)]
     assert len(fams) >= 30
