@@ -70,6 +70,8 @@ def at_chance(record: dict[str, Any], metric: str) -> bool | None:
         level = chance_level(record["task"], "test_accuracy")  # 1/classes, for either metric
     except CurvesError:  # a task no longer registered here
         return None
+    if level is None:  # a task whose classes are a data option
+        return None
     return abs(value - level[0]) <= standard_error(level[0], n)
 
 

@@ -19,11 +19,15 @@ class CurvesError(ValueError):
 
 
 def chance_level(task: str, metric: str) -> tuple[float, str] | None:
-    """(level, how it is computed) for accuracy and loss metrics; None for the others."""
+    """(level, how it is computed) for accuracy and loss metrics; None for the others, and for a
+    task whose number of classes is a data option (MQAR's vocabulary: the task's class declares no
+    ``num_classes``), where the task's name alone does not say it."""
     try:
-        classes = tasks.family(task).num_classes
+        classes = getattr(tasks.family(task), "num_classes", None)
     except tasks.UnknownTaskError as err:
         raise CurvesError(str(err)) from None
+    if not isinstance(classes, int):
+        return None
     if metric.endswith("_accuracy"):
         return 1.0 / classes, f"1/{classes}"
     if metric.endswith("_loss"):

@@ -52,6 +52,16 @@ def test_chance_lines_come_from_the_task_registry():
     assert chance_level("listops", "train_lr") is None
 
 
+def test_an_mqar_run_draws_without_a_chance_line(workdirs, tmp_path):
+    """MQAR's classes are its vocabulary, a data option: the task's name does not say its chance, so
+    no line is drawn for it (a traceback on 1ef2ba0: the class declares no num_classes)."""
+    assert chance_level("mqar", "val_accuracy") is None
+    mqar = _workdir(tmp_path / "m", "softmax", 0, [0.01, 0.4, 0.99], task="mqar")
+    out = tmp_path / "mqar.png"
+    assert curves.main([str(mqar), str(workdirs[0]), "--out", str(out)]) == 0
+    assert out.read_bytes().startswith(PNG)
+
+
 def test_curve_points_and_legend_come_from_metrics_jsonl(workdirs):
     run, records = curves.load_workdir(workdirs[2])
     assert (run["task"], run["attention"], run["seed"]) == ("listops", "linear", 1)

@@ -56,7 +56,7 @@
   async function actions(out) {
     var views = Array.prototype.map.call(document.querySelectorAll("#nav a"),
       function (a) { return a.getAttribute("href"); })
-      .filter(function (h) { return h !== "#efficiency" && h !== "#peers"; });
+      .filter(function (h) { return h !== "#efficiency" && h !== "#peers" && h !== "#recall"; });
     out.tables = [];
     for (var i = 0; i < views.length; i++) {
       document.querySelector('#nav a[href="' + views[i] + '"]').click();
