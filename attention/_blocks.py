@@ -172,7 +172,8 @@ def head_groups(num_heads: int, platform: str | None = None) -> int:
     to a few percent, and four groups were slower than two there. Local's kernel (block 128):
     70 / 151 / 271 ms in one group, 51 / 124 / 239 in two, 50 / 127 / 269 in four. On an
     accelerator one batched matmul already fills the device. The values do not depend on the
-    grouping.
+    grouping beyond float32 rounding (XLA:CPU may order a grouping's sums otherwise: 1 ulp on an
+    AMD EPYC host, equal bits on an Intel Xeon; tests/helpers.py ``assert_head_groupings_agree``).
     """
     if (platform or _platform.platform()) != "cpu":
         return 1

@@ -136,7 +136,8 @@ def test_bad_block_size():
 @pytest.mark.parametrize("global_tokens,causal", [(0, False), (2, True)])
 def test_head_groups_change_neither_values_nor_gradients_nor_dropout_masks(global_tokens, causal):
     """The kernel computes its heads in independent groups (two on CPU); any grouping must give
-    the one-group result bit for bit, padding, global columns, dropout and gradients included."""
+    the one-group result up to float32 rounding (helpers.assert_head_groupings_agree), padding,
+    global columns, dropout and gradients included."""
     heads, length = 4, 37
     ks = jax.random.split(jax.random.key(5), 4)
     q, k, v = (jax.random.normal(kk, (B, length, heads, DH)) for kk in ks[:3])
