@@ -206,7 +206,7 @@ def _pdf_numbers_at(decimals: int):
         if isinstance(obj, (float, np.floating)) and math.isfinite(obj):
             text = b"%.*f" % (decimals, obj)
             text = text.rstrip(b"0").rstrip(b".")
-            return b"0" if text in (b"-0", b"") else text
+            return b"0" if text == b"-0" else text
         return original(obj)
 
     backend_pdf.pdfRepr = rounded
