@@ -10,7 +10,8 @@ from typing import Any
 from lra.leaderboard import figures, names
 from lra.leaderboard.accuracy import HEADLINE
 from lra.leaderboard.cells import md_code, md_table, md_text
-from lra.leaderboard.load import bench_device_label
+from lra.leaderboard.load import bench_setting
+from lra.leaderboard.recall import LRA_TRACK, track
 
 FIGURES_DIR = "figures"
 
@@ -75,7 +76,7 @@ def efficiency_section(records: list[dict[str, Any]], runs: list[dict[str, Any]]
         return ["No efficiency files yet: run `python -m lra.bench` (see docs/efficiency.md).", ""], {}
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for rec in records:
-        groups[(bench_device_label(rec), rec["task"], rec["batch"], rec["dtype"])].append(rec)
+        groups[bench_setting(rec)].append(rec)
     lines: list[str] = [
         "Training steps per second (the median of the timed steps; how each file timed its "
         "families is said under its heading) and peak memory per device, at each input length; in "
@@ -142,7 +143,7 @@ def _efficiency_table(rec: dict[str, Any], runs: list[dict[str, Any]], key: tupl
                  f"softmax's FLOPs / these {longest}", f"% of peak {longest}"])
     lines += md_table(header, _table_rows(ok, families, lengths)) + [""]
     lines += _notes(rec, ok, families, lengths)
-    more, figs = _figures(ok, runs, families, lengths, key)
+    more, figs = _figures(ok, runs, families, lengths, key, track(rec["task"]))
     return lines + more, figs
 
 
@@ -207,8 +208,9 @@ def _notes(rec: dict[str, Any], ok: dict[tuple[str, int], dict[str, Any]], famil
 
 
 def _figures(ok: dict[tuple[str, int], dict[str, Any]], runs: list[dict[str, Any]],
-             families: list[str], lengths: list[int], key: tuple):
-    """The scaling curves and the bubble chart of one bench file: (Markdown lines, {file: bytes})."""
+             families: list[str], lengths: list[int], key: tuple, task_track: str = LRA_TRACK):
+    """The scaling curves and the bubble chart of one bench file: (Markdown lines, {file: bytes}).
+    The bubble's accuracy is the LRA runs': a model of another track (MQAR's) gets no bubble."""
     device, task, batch, dtype = key
     lines: list[str] = []
     figs = figures.Figures()
@@ -220,11 +222,18 @@ def _figures(ok: dict[tuple[str, int], dict[str, Any]], runs: list[dict[str, Any
     setting = md_text(f"{task} model, batch {batch}, {dtype}, {device}").replace("[", "\\[").replace(
         "]", "\\]")
     shown = f"{names.task_name(task)} model, batch {batch}, {dtype}, {device}"  # in the figures
-    if series:
+    if series and len(lengths) == 1:
+        lines += [f"Scaling curves: one length measured ({lengths[0]}), no curve to draw.", ""]
+    elif series:
         name = f"{stem}-scaling.png"
         drawn = figures.scaling_curves(series, title=f"Scaling with length: {shown}")
         figs.add(f"{stem}-scaling", drawn)
         lines += [f"![time and memory against length, {setting}]({FIGURES_DIR}/{name})", ""]
+    if task_track != LRA_TRACK:
+        lines += [f"Bubble chart: not drawn for the {md_text(task_track)} track's model "
+                  "(its accuracy is that track's own section, at its own lengths and widths; the LRA "
+                  "tasks' accuracy would not be this model's).", ""]
+        return lines, figs
     bubble = bubble_points(ok, runs, families, lengths)
     if bubble is None:
         lines += ["Bubble chart: needs softmax measured here and accuracy result files in `runs/`.", ""]

@@ -557,6 +557,16 @@ def bench_device_label(record: dict[str, Any]) -> str:
     return f"{label} ({host['cpu']}, {host['cores']} cores)" if host else label
 
 
+def bench_setting(record: dict[str, Any]) -> tuple[str, str, int, str]:
+    """The setting a bench file measures, (device, task, batch, dtype): one section of the
+    leaderboard per setting, its newest file shown. A task whose model takes a ``form`` data option
+    (MQAR's causal and bidirectional forms, docs/tasks-and-data.md) names it, ``mqar (causal)``: the
+    two forms are different models, and a file of one must not hide a file of the other."""
+    form = ((record.get("config") or {}).get("data") or {}).get("form")
+    task = f"{record['task']} ({form})" if form else record["task"]
+    return bench_device_label(record), task, record["batch"], record["dtype"]
+
+
 def newest_per_seed(runs: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
     """One run per (task, row, preset, protocol, device, seed), the row being the family, the
     config keys where the run is not its preset's and its data where not its column's: the newest

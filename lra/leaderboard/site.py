@@ -25,8 +25,9 @@ from lra.leaderboard.accuracy import BEST_VAL, HEADLINE, _column
 from lra.leaderboard.cells import CELL_LEGEND
 from lra.leaderboard.curves import CurvesError, chance_level
 from lra.leaderboard.efficiency import _accuracy_by_family, _common_length, family_order
-from lra.leaderboard.load import bench_device_label, device_label, protocol, task_columns
+from lra.leaderboard.load import bench_setting, device_label, protocol, task_columns
 from lra.leaderboard.published import TASKS
+from lra.leaderboard.recall import LRA_TRACK, track
 
 INDEX = "index.html"
 ASSETS = Path(__file__).with_name("site_assets")
@@ -222,7 +223,7 @@ def _efficiency(bench: list[dict[str, Any]], runs: list[dict[str, Any]]) -> list
     runs = [r for r in runs if protocol(r) == "lra" and not r.get("_diff")]
     groups: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
     for rec in bench:
-        groups[(bench_device_label(rec), rec["task"], rec["batch"], rec["dtype"])].append(rec)
+        groups[bench_setting(rec)].append(rec)
     out = []
     for key in sorted(groups):
         device, task, batch, dtype = key
@@ -243,7 +244,7 @@ def _efficiency(bench: list[dict[str, Any]], runs: list[dict[str, Any]]) -> list
         bubble = None
         at = _common_length(ok, families, lengths)
         acc = _accuracy_by_family(runs, families)
-        if at is not None and acc is not None:
+        if at is not None and acc is not None and track(rec["task"]) == LRA_TRACK:
             preset, over, accuracy = acc
             points = [{"id": a, "name": names.family_name(a), "x": round(ok[(a, at)]["speed_vs_softmax"], 4),
                        "y": round(accuracy[a], 2),

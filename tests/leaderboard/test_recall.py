@@ -121,3 +121,45 @@ def test_the_log2_axes_print_plain_numbers():
 
     assert [_power_of_two(v) for v in (32, 64, 2**14, 3 * 2**20, 2**31)] == [
         "32", "64", "16K", "3M", "2G"]
+
+
+def test_a_bench_file_per_mqar_form_is_shown_and_no_lra_accuracy_makes_its_bubble(tmp_path):
+    """The efficiency section shows the newest bench file per (device, task, batch, dtype): MQAR's
+    two forms are two models, so the causal form's file and the bidirectional form's (written a
+    minute later) are both shown, each named by its form. Their bubble chart would plot LRA
+    accuracy against the MQAR model's speed: it is not drawn, and the page says why. Failed before
+    the setting named the form: the newer file hid the other, and the bubble took ListOps' runs."""
+    from tests.helpers import bench_record
+
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "efficiency").mkdir()
+    for seed in range(2):
+        for family in ("softmax", "linear"):
+            record = run_record("listops", family, "small", seed, 0.37, 0.36)
+            (tmp_path / "runs" / f"{family}{seed}.json").write_text(json.dumps(record))
+    for minute, form in ((1, "causal"), (2, "bidirectional")):
+        rec = {**bench_record(f"2026-01-02T00:0{minute}:00Z"), "task": "mqar",
+               "config": {"data": {"form": form}}}
+        if form == "causal":  # one length: a scaling curve of one point is not drawn
+            rec.update(lengths=[512], results=[r for r in rec["results"] if r["length"] == 512])
+        (tmp_path / "efficiency" / f"mqar-{form}.json").write_text(json.dumps(rec))
+    text = {**bench_record(), "config": {"data": {}}}
+    (tmp_path / "efficiency" / "text.json").write_text(json.dumps(text))
+    out = build_all(tmp_path, [])
+    md = out["markdown"]
+    for form in ("causal", "bidirectional"):
+        section = _section(md, f"### `mqar ({form})` model, batch 4")
+        assert f"`mqar-{form}.json`" in section and "Earlier files" not in section
+        assert "Bubble chart: not drawn for the recall track's model" in section
+        assert ("no curve to draw" in section) == (form == "causal")
+        assert ("-scaling.png" in section) == (form != "causal")
+    assert "Bubble chart: x = speed" in _section(md, "### `text` model, batch 4")
+    # the web page's efficiency views, from the same records
+    from lra.leaderboard import site
+
+    records = [{**json.loads(f.read_text()), "_file": f.name} for f in (tmp_path / "efficiency").iterdir()]
+    runs = [json.loads(f.read_text()) for f in (tmp_path / "runs").iterdir()]
+    views = {e["title"].split(" model")[0]: e["bubble"] for e in site._efficiency(records, runs)}
+    assert views.keys() == {"mqar (causal)", "mqar (bidirectional)", "text"}
+    assert views["mqar (causal)"] is None and views["mqar (bidirectional)"] is None
+    assert views["text"] is not None
