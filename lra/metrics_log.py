@@ -21,9 +21,10 @@ The writer is tensorboardX: maintained, on PyPI, and it needs neither TensorFlow
 (only protobuf, which the stack already has). Viewing needs ``pip install tensorboard``.
 
 ``AtChance`` watches validation: once accuracy has stayed within one standard error of chance for
-``patience`` evaluations in a row, it returns a one-line notice. Chance is 1 / the task's number of
-classes and the standard error that of an accuracy measured on n examples at chance,
-sqrt(p (1 - p) / n): a stuck model that predicts one class of a balanced split lands inside it.
+``patience`` evaluations in a row, it returns a one-line notice. Chance is the task's own
+(``Task.chance``: 1 / its number of classes, per example; MQAR's 2 / V, per query position) and the
+standard error that of an accuracy measured on n predictions at chance, sqrt(p (1 - p) / n): a
+stuck model that predicts one class of a balanced split lands inside it.
 """
 
 from __future__ import annotations
@@ -293,9 +294,11 @@ class AtChance:
         self.streak: list[int] = []  # steps of the current run of at-chance evaluations
         self.said = False
 
-    def update(self, step: int, accuracy: float, examples: int) -> str | None:
-        """The notice (once per session) when this evaluation completes ``patience`` at chance."""
-        se = standard_error(self.chance, examples)
+    def update(self, step: int, accuracy: float, predictions: int) -> str | None:
+        """The notice (once per session) when this evaluation, of ``predictions`` predictions (the
+        task's ``chance`` count: examples, or MQAR's query positions), completes ``patience`` at
+        chance."""
+        se = standard_error(self.chance, predictions)
         if abs(accuracy - self.chance) <= se:
             self.streak.append(step)
         else:
@@ -304,7 +307,7 @@ class AtChance:
             return None
         self.said = True
         return (f"note: validation accuracy has stayed within one standard error of chance "
-                f"({self.chance:.3f} ± {se:.3f}, {examples} examples) for {len(self.streak)} "
+                f"({self.chance:.3f} ± {se:.3f}, {predictions} predictions) for {len(self.streak)} "
                 f"evaluations (steps {self.streak[0]}-{step}, now {accuracy:.3f}); see "
                 f"{CHANCE_HELP} (learning rate, warm-up, normalisation). "
                 f"--set train.chance_patience=0 silences this.")

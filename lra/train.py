@@ -655,7 +655,7 @@ def _steps(s: _Session, state, history: History, stops: stop_signals.StopSignals
     """``_loop``'s steps: train, log, validate, checkpoint; the last save is started here."""
     t = s.config.train
     data_sharding = sharding.batch_sharding(s.mesh)
-    at_chance = AtChance(1.0 / s.task.num_classes, t.chance_patience)
+    at_chance = AtChance(s.task.chance(1)[0], t.chance_patience)
     status, last_saved, step = "completed", start, start
     while step < t.num_steps:
         s.ckpt.record_checksums()  # of the saves completed in the background
@@ -734,7 +734,7 @@ def _validate(s: _Session, state, history: History, step: int, log: MetricsLog,
     history.last_val = {**val, "step": step}
     log.write(step, "val", val)
     history.val_curve.append([step, val["accuracy"], val["loss"]])
-    notice = at_chance.update(step, val["accuracy"], val["examples"])
+    notice = at_chance.update(step, val["accuracy"], s.task.chance(val["examples"])[1])
     if notice and jax.process_index() == 0:
         bar.write(notice, file=sys.stderr)
     if val["accuracy"] > history.best_val_accuracy:

@@ -206,6 +206,13 @@ class Task:
         """Where the examples come from (call after ``prepare``)."""
         raise NotImplementedError
 
+    def chance(self, examples: int) -> tuple[float, int]:
+        """(the accuracy of a guess, the predictions an evaluation of ``examples`` examples
+        averages over): one of ``num_classes`` per example here. The trainer's at-chance notice
+        compares validation accuracy with it (``lra.metrics_log.AtChance``); a task whose guess or
+        count differs says so (MQAR: a value is one of V/2 tokens, at each query position)."""
+        return 1.0 / self.num_classes, examples
+
     def describe(self) -> dict[str, Any]:
         """The facts, for result files."""
         return {"vocab_size": self.vocab_size, "max_len": self.max_len,

@@ -174,6 +174,11 @@ class MQARTask(Task):
             self._splits[split] = MQARExamples(data)
         return self._splits[split]
 
+    def chance(self, examples: int) -> tuple[float, int]:
+        """A value is one of the V/2 value tokens, and each example counts ``pairs`` query
+        positions: the recall track's rule (lra/leaderboard/recall.py ``at_chance``)."""
+        return 2.0 / self.num_classes, examples * self.pairs
+
     def head(self, features_dim: int, mlp_dim: int, *, rngs, **options):
         from lra.tasks._heads import PositionHead
 

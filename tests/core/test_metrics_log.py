@@ -181,7 +181,7 @@ class SignalTask(tasks.Task):
         return ClassifierHead(features_dim, mlp_dim, self.num_classes, rngs=rngs, **options)
 
 
-def _signal_run(tmp_path, monkeypatch, capsys, *, shuffled: bool):
+def _signal_run(tmp_path, monkeypatch, capsys, *, shuffled: bool, chance: float | None = None):
     base = config_lib.load("listops", "softmax", preset="tiny").to_dict()
     cfg = config_lib.Config.from_dict({
         **base, "task": "signal", "data": {},
@@ -189,6 +189,8 @@ def _signal_run(tmp_path, monkeypatch, capsys, *, shuffled: bool):
                   "weight_decay": 0.0, "num_steps": 30, "eval_every": 5, "log_every": 5,
                   "checkpoint_every": 30, "chance_patience": 3}})
     task = SignalTask(tmp_path, shuffled=shuffled)
+    if chance is not None:  # the task's own guess, not 1/num_classes
+        task.chance = lambda examples: (chance, examples)
     monkeypatch.setattr(tasks, "build", lambda name, data_dir, **options: task)
     workdir = tmp_path / "work"
     record = train.train_and_evaluate(cfg, workdir, data_dir=tmp_path, progress=False)
@@ -222,6 +224,15 @@ def test_shuffled_labels_run_gets_the_at_chance_notice(tmp_path, monkeypatch, ca
     notices = [line for line in err.splitlines() if "stayed within one standard error" in line]
     assert len(notices) == 1, err
     assert "steps 5-15" in notices[0] and 'docs/running.md "If a task stays at chance"' in notices[0]
+
+
+@pytest.mark.slow
+def test_the_notice_compares_with_the_tasks_own_chance(tmp_path, monkeypatch, capsys):
+    """The same shuffled run against a task whose guess scores 0.25 (as MQAR's is not
+    1/num_classes): 0.5 is far above it, so no notice (the trainer used 1/num_classes before)."""
+    _, record, err = _signal_run(tmp_path, monkeypatch, capsys, shuffled=True, chance=0.25)
+    assert record["eval_history"]["val_accuracy"][:3] == [0.5, 0.5, 0.5]
+    assert "stayed within one standard error" not in err, err
 
 
 # ----------------------------------------------------------------------------------------------

@@ -112,6 +112,17 @@ def test_the_causal_form_refuses_a_family_without_a_causal_mode():
     assert cfg.data["form"] == "bidirectional"
 
 
+def test_a_guess_is_one_value_in_half_the_vocabulary_at_each_query():
+    """The trainer's at-chance notice compares with the task's chance: for MQAR a value is one of
+    V/2 tokens, counted at each of the ``pairs`` queries, as the recall track's at-chance rule;
+    1/V over examples (the LRA tasks' rule, applied to MQAR before) put chance at half of it and
+    its standard error on an eighth of the predictions."""
+    mqar = tasks.build("mqar", ".", **{**OPTS, "vocab_size": 512, "pairs": 8})
+    assert mqar.chance(500) == (2 / 512, 4000)
+    listops = tasks.build("listops", ".")
+    assert listops.chance(500) == (1 / 10, 500)
+
+
 def test_the_loss_and_accuracy_count_the_marked_positions_only():
     logits = jnp.asarray(np.random.default_rng(0).normal(size=(2, 6, 5)), jnp.float32)
     targets = jnp.asarray([[1, 2, 3, 4, 0, 1], [0, 0, 2, 2, 4, 4]], jnp.int32)
