@@ -59,8 +59,13 @@ CSV_COLUMNS = ("preset", "device", "form", "metric", "task", "length", "pairs", 
                "ci_high", "at_chance", "best", "tied", "few", "ci_clipped", "family_name")
 PUBLISHED_NOTE = ("Published points: Zoology (Arora et al., ICLR 2024, arXiv 2312.04927, Figure 2) "
                   "and Based (Arora et al., ICML 2024, arXiv 2402.18668, Figure 2) print their MQAR "
-                  "results only as figures, with no table of numbers; none is copied here (read "
-                  "from a plot, a number would be ours, not theirs).")
+                  "results only as figures, with no table of numbers, and so do DeltaNet (Yang et "
+                  "al., NeurIPS 2024, arXiv 2406.06484: L=512, 64 pairs, widths 64-512), Mamba-2 "
+                  "(Dao and Gu, ICML 2024, arXiv 2405.21060, Figure 8: L=256-1024, vocabulary 8,192) "
+                  "and xLSTM (Beck et al., NeurIPS 2024, arXiv 2405.04517, Figures 5 and 14-16); "
+                  "Gated DeltaNet (arXiv 2412.06464) reports no MQAR, and the GLA paper's text "
+                  "(arXiv 2312.06635) was not checked. None is copied here: read from a plot, a "
+                  "number would be ours, not theirs.")
 
 
 def track(task: str) -> str:
