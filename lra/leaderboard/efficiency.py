@@ -202,6 +202,13 @@ def _notes(rec: dict[str, Any], ok: dict[tuple[str, int], dict[str, Any]], famil
               "the speed ratio to softmax that a family would show at softmax's % of peak: a ratio "
               "in steps/s above it means the family runs its FLOPs faster than softmax does, below "
               "it slower.", ""]
+    longest = max(lengths)
+    over = [a for a in families if (ok.get((a, longest)) or {}).get("fraction_of_peak", 0) > 1.0]
+    if over:
+        lines += [f"% of peak above 100 for {', '.join(map(md_text, over))}: the step ran faster "
+                  "than the matmul peak measured for this file, so that measurement came out low "
+                  "(another process shared the device while it ran); read the column as a "
+                  "comparison between the families of this file, not as a share of the device.", ""]
     if skipped:
         lines += ["Skipped configurations:", "", *skipped, ""]
     return lines
