@@ -48,6 +48,9 @@
     return { hash: location.hash, page: visible, nav: cur ? cur.getAttribute("href") : null,
       warn: text(document, ".warn"), table: readTable(), detail: readDetail(),
       bubbles: document.querySelectorAll("#page-efficiency circle.bubble").length,
+      settings: Array.prototype.map.call(document.querySelectorAll("#page-efficiency article.setting"),
+        function (a) { return { id: a.id, scaling: a.querySelectorAll("figure.scaling-fig").length,
+          oneLength: a.querySelectorAll("p.one-length").length }; }),
       peersRows: document.querySelectorAll("#page-peers table.peers tbody tr").length };
   }
 

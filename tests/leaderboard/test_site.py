@@ -212,6 +212,11 @@ def test_in_a_browser_an_anchor_opens_its_view_and_cell(built):
     assert "No view or cell #lra/paper" in wrong["warn"] and "modern/small" in wrong["warn"]
     eff = _drive(web, "efficiency")["initial"]
     assert eff["page"] == ["efficiency"] and eff["bubbles"] > 0
+    # a setting measured at one length (the MQAR bench files) draws no curve of one point
+    lengths = {f"eff-{e['id']}": len(e["lengths"]) for e in _page_data(web)["efficiency"]}
+    assert {s["id"]: (s["scaling"], s["oneLength"]) for s in eff["settings"]} == {
+        i: (0, 1) if n == 1 else (1, 0) for i, n in lengths.items()}
+    assert 1 in lengths.values() and any(n > 1 for n in lengths.values())
     peers = _drive(web, "peers")["initial"]
     assert peers["page"] == ["peers"] and peers["peersRows"] > 0
 

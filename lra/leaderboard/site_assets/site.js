@@ -583,7 +583,9 @@
         e.memory_method + "."));
     var charts = el("div", { class: "charts" });
     if (e.bubble) add(charts, bubbleChart(e));
-    add(charts, scalingChart(e));
+    if (e.lengths.length > 1) add(charts, scalingChart(e));
+    else add(charts, el("p", { class: "note one-length" }, "One length measured (" + e.lengths[0] +
+      "): no curve to draw."));
     add(art, charts, effTable(e));
     if (e.older.length) {
       add(art, el("p", { class: "note" }, "Earlier files for this setting (not shown): ",
