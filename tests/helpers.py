@@ -414,6 +414,33 @@ def run_in_process(*args: str) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
+def run_module_in_process(cmd: list[str]) -> subprocess.CompletedProcess[str]:
+    """``cmd`` (``[python, "-m", "lra.<command>", *arguments]``) as a call of that command's
+    ``main`` in this process: its exit status, stdout and stderr, as ``subprocess.run(cmd,
+    capture_output=True, text=True)`` would give them, without a new interpreter (its imports alone
+    cost about 3 s of CPU). For the runs of a test whose subject is not the process boundary: the
+    re-run after a signal, a plain run whose files the test reads. A traceback fails the test."""
+    import importlib
+    import io
+
+    assert cmd[1] == "-m" and cmd[2].startswith("lra."), cmd
+    main = importlib.import_module(cmd[2]).main
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(list(cmd[3:]))
+        except SystemExit as exit_:  # argparse's errors
+            code = exit_.code if isinstance(exit_.code, int) else 2
+    return subprocess.CompletedProcess(cmd, code, out.getvalue(), err.getvalue())
+
+
+def run_ok_in_process(cmd: list[str]) -> subprocess.CompletedProcess[str]:
+    """``run_module_in_process(cmd)``; exit status 0 or the test fails with its stderr."""
+    out = run_module_in_process(cmd)
+    assert out.returncode == 0, out.stderr[-4000:]
+    return out
+
+
 def assert_one_line_error(err: str) -> None:
     lines = [x for x in err.splitlines() if x.startswith("error:")]
     assert len(lines) == 1 and "Traceback" not in err, err[-3000:]
@@ -455,15 +482,14 @@ def copy_resumable(finished, dest: Path) -> Path:
 
 
 def prepare_tiny_listops_cli(path: Path) -> Path:
-    """``path`` with the tiny ListOps set generated under ``path / "data"`` by ``python -m lra.data
-    prepare`` (once per module, outside the timed runs)."""
-    import subprocess
+    """``path`` with the tiny ListOps set generated under ``path / "data"`` by ``lra.data prepare``
+    (once per module, in this process: tests/commands/test_data.py checks the command itself)."""
     import sys
 
-    subprocess.run([sys.executable, "-m", "lra.data", "prepare", "--task", "listops",
-                    "--data-dir", str(path / "data"), "--set", "min_length=5",
-                    "--set", "max_length=40", "--set", "max_depth=3", "--set", "train_size=128",
-                    "--set", "val_size=32", "--set", "test_size=32"], check=True, timeout=300)
+    run_ok_in_process([sys.executable, "-m", "lra.data", "prepare", "--task", "listops",
+                       "--data-dir", str(path / "data"), "--set", "min_length=5",
+                       "--set", "max_length=40", "--set", "max_depth=3", "--set", "train_size=128",
+                       "--set", "val_size=32", "--set", "test_size=32"])
     return path
 
 

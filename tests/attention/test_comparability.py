@@ -108,23 +108,49 @@ def paper_depth_sensitivity(task: str, family: str) -> dict[str, float]:
     return token_sensitivity(task, family)
 
 
-CASES = [(t, f) for t in tasks.in_track("lra") for f in attention.available()]
-_MEAN_POOLED: dict[str, dict[str, float]] = {}
+# Family by family: the cases that share a measurement sit together, so that an xdist worker (which
+# takes the collected tests in runs) usually measures once for all of them.
+CASES = [(t, f) for f in attention.available() for t in tasks.in_track("lra")]
+_MEASURED: dict[tuple, dict[str, float]] = {}
+
+
+def sensitivity_key(task: str, family: str) -> tuple:
+    """Everything ``paper_depth_sensitivity(task, family)`` reads: two tasks with the same key build
+    the same reduced model on the same tokens, so one measurement answers both (e.g. Text and
+    Retrieval at 4K tokens, whose reduced configs coincide for most families). A mean-pooled task
+    keys on the family alone: every real token enters a masked mean directly, whatever the pattern
+    and the depth."""
+    cfg = lra_config.load(task, family)
+    m = cfg.model
+    if m.pooling == "mean":
+        return (family, "mean")
+    task_obj = tasks.build(task, data_dir="/nonexistent", **cfg.data)
+    length = min(task_obj.max_len, REDUCED_LENGTH)
+    options = reduced_options(family, cfg.attn, length / task_obj.max_len)
+    return (family, task_obj.vocab_size, length, m.num_heads, m.num_layers, m.pooling, m.positional,
+            repr(sorted(options.items())))
 
 
 @pytest.mark.parametrize("task,family", CASES)
 def test_pooled_vector_sees_the_last_and_middle_tokens(task, family):
-    if lra_config.load(task, family).model.pooling == "mean":
-        # Every real token enters a masked mean directly, whatever the pattern and the depth: one
-        # measurement per family stands for all its mean-pooled tasks.
-        if family not in _MEAN_POOLED:
-            _MEAN_POOLED[family] = paper_depth_sensitivity(task, family)
-        s = _MEAN_POOLED[family]
-    else:
-        s = paper_depth_sensitivity(task, family)
+    key = sensitivity_key(task, family)
+    if key not in _MEASURED:
+        _MEASURED[key] = paper_depth_sensitivity(task, family)
+    s = _MEASURED[key]
     assert s["last"] > 1e-6, f"{task}/{family}: the pooled vector ignores the last real token"
     assert s["middle"] > 1e-6, f"{task}/{family}: the pooled vector ignores the middle token"
     assert s["pad"] == 0.0, f"{task}/{family}: padding reaches the pooled vector"
+
+
+def test_the_sensitivity_key_tells_apart_what_the_measurement_reads():
+    # The cache above must never answer a case with another's measurement: a family, a depth or a
+    # scaled length option that differs gives another key.
+    assert sensitivity_key("listops", "local") != sensitivity_key("listops", "softmax")
+    # Text and Retrieval: the same vocabulary, length and sizes; local's block is LRA's per task
+    assert sensitivity_key("text", "local") != sensitivity_key("retrieval", "local")
+    assert sensitivity_key("text", "s5") == sensitivity_key("retrieval", "s5")
+    keys = {sensitivity_key(t, f) for t, f in CASES}
+    assert len(keys) < len(CASES)  # and it does share: what this cache is for
 
 
 def test_local_with_cls_pooling_and_no_global_token_fails_the_check():

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import cli_env, wait_until_training
+from helpers import cli_env, run_module_in_process, wait_until_training
 
 from lra import cluster, sweep
 
@@ -46,8 +46,7 @@ def data_dir(tmp_path_factory):
 def reference(tmp_path_factory, data_dir):
     """The grid (seeds 0, 1) through the default subprocess executor: {seed: params_sha256}."""
     root = tmp_path_factory.mktemp("subprocess")
-    out = subprocess.run(_cmd(root, data_dir), capture_output=True, text=True, timeout=600,
-                         env=cli_env())
+    out = run_module_in_process(_cmd(root, data_dir))  # the sweep here, its cells in processes
     assert out.returncode == 0, out.stderr[-3000:]
     digests = _digests(root / "res")
     assert sorted(digests) == [0, 1]

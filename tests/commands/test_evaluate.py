@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import SMALL_LISTOPS, cli_env, full_disk
+from helpers import SMALL_LISTOPS, cli_env, full_disk, run_module_in_process, run_ok_in_process
 
 from lra import evaluate as evaluate_cli
 
@@ -22,10 +22,10 @@ def trained(tmp_path_factory):
     """A tiny ListOps run (softmax, 20 steps, validation every 5): (workdir, data dir, results)."""
     root = tmp_path_factory.mktemp("evaluate")
     workdir, data, res = root / "wd", root / "data", root / "results"
-    subprocess.run([sys.executable, "-m", "lra.run", "--task", "listops", "--attn", "softmax",
-                    "--preset", "tiny", *SMALL_LISTOPS, "--set", "train.eval_every=5",
-                    "--workdir", str(workdir), "--data-dir", str(data), "--results-dir", str(res),
-                    "--no-progress"], check=True, env=cli_env(), capture_output=True, text=True)
+    run_ok_in_process([sys.executable, "-m", "lra.run", "--task", "listops", "--attn", "softmax",
+                       "--preset", "tiny", *SMALL_LISTOPS, "--set", "train.eval_every=5",
+                       "--workdir", str(workdir), "--data-dir", str(data), "--results-dir",
+                       str(res), "--no-progress"])
     return workdir, data, res
 
 
@@ -130,8 +130,8 @@ def test_config_of_another_code_version_is_refused(trained, tmp_path, capsys):
 
 
 def test_bad_command_line(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "lra.evaluate", "--workdir", str(tmp_path),
-                          "--split", "dev"], capture_output=True, text=True, env=cli_env())
+    out = run_module_in_process([sys.executable, "-m", "lra.evaluate", "--workdir", str(tmp_path),
+                                 "--split", "dev"])
     assert out.returncode == 2 and "invalid choice: 'dev'" in out.stderr
     with pytest.raises(evaluate_cli.EvaluateError, match="unknown split"):
         evaluate_cli.evaluate(tmp_path, split="dev")
@@ -221,5 +221,5 @@ def test_a_signal_exits_75_in_one_line_and_writes_nothing(trained, tmp_path, sta
     assert lines == [f"{signame}: stopped before the evaluation finished; nothing was written; "
                      f"re-run the same command"], lines
     assert not list(res.rglob("*.json"))  # (runs/ itself is made by the check it can write)
-    again = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=cli_env())
+    again = run_module_in_process(cmd)  # the re-run: no signal, no new interpreter needed
     assert again.returncode == 0 and len(list((res / "runs").iterdir())) == 1, again.stderr[-3000:]

@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from helpers import SMALL_LISTOPS, cli_env, wait_until_training
+from helpers import SMALL_LISTOPS, cli_env, run_module_in_process, wait_until_training
 
 from lra import config as config_lib
 from lra import reproduce
@@ -51,14 +51,13 @@ def test_modern_s4d_rows_are_the_printed_row_of_the_initialisation_trained(task)
 
 @pytest.mark.slow
 def test_list_and_unknown_row():
-    env = cli_env()
-    out = subprocess.run([sys.executable, "-m", "lra.reproduce", "--list"], capture_output=True,
-                         text=True, env=env, check=True).stdout.splitlines()
+    listed = run_module_in_process([sys.executable, "-m", "lra.reproduce", "--list"])
+    assert listed.returncode == 0, listed.stderr
+    out = listed.stdout.splitlines()
     assert len(out) == len(reproduce.ROWS)
     assert any(line.startswith("modern/s5/pathfinder ") and "--protocol modern" in line
                for line in out)
-    bad = subprocess.run([sys.executable, "-m", "lra.reproduce", "lra/sofmax/listop"],
-                         capture_output=True, text=True, env=env)
+    bad = run_module_in_process([sys.executable, "-m", "lra.reproduce", "lra/sofmax/listop"])
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1
     assert "close matches: lra/softmax/listops" in bad.stderr
 

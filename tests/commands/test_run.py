@@ -5,7 +5,7 @@ import subprocess
 import sys
 
 import pytest
-from helpers import SMALL_LISTOPS
+from helpers import SMALL_LISTOPS, run_module_in_process
 
 from lra import leaderboard
 from lra import run as run_cli
@@ -89,7 +89,7 @@ def test_tiny_run_writes_result_and_leaderboard_row_then_resumes(tmp_path):
     assert (tmp_path / "results" / "LEADERBOARD.md").read_bytes() == board  # same bytes
 
     # the same command in the same workdir reports the completed run and writes nothing new
-    second = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    second = run_module_in_process(cmd)  # the first run was the command itself; this, its main()
     assert second.returncode == 0, second.stderr[-3000:]
     assert "existing result" in second.stdout and str(files[0]) in second.stdout
     assert f"{m['test_accuracy_at_last']:.4f} at the last step" in second.stdout

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import cli_env
+from helpers import cli_env, run_module_in_process
 from helpers import contract_run_args as _args
 
 
@@ -46,7 +46,7 @@ def test_a_signal_at_any_stage_exits_75_and_the_rerun_finishes_like_an_uninterru
     assert stopped.returncode == 75, stopped.stderr[-3000:]
     assert "Traceback" not in stopped.stderr and f"{signame}: " in stopped.stderr
     assert not (tmp_path / "w" / "result.json").exists()
-    again = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=cli_env(1))
+    again = run_module_in_process(cmd)  # the re-run: no signal, no new interpreter needed
     assert again.returncode == 0, again.stderr[-3000:]
     record = json.loads((tmp_path / "w" / "result.json").read_text())
     assert record["metrics"]["params_sha256"] == reference["metrics"]["params_sha256"]
@@ -84,7 +84,7 @@ def test_a_signal_after_the_last_step_is_honoured_or_said(reference, data, tmp_p
                     "SIGTERM: stopped before the result was written; the checkpoint of the last "
                     "step (6) is saved")
         assert lines[-1].startswith(expected), lines[-3:]
-        again = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=cli_env(1))
+        again = run_module_in_process(cmd)  # the re-run: no signal, no new interpreter needed
         assert again.returncode == 0, again.stderr[-3000:]
         assert "resuming from step 6" in again.stderr
     record = json.loads((tmp_path / "w" / "result.json").read_text())
@@ -109,7 +109,7 @@ def test_a_signal_while_the_modules_load_exits_75_and_the_rerun_finishes(data, t
     assert not (tmp_path / "w").exists()  # nothing read, nothing written
     if signame == "SIGINT":
         return  # the same stop as SIGTERM's, which the re-run below follows (a fresh run)
-    again = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=cli_env(1))
+    again = run_module_in_process(cmd)  # the re-run: no signal, no new interpreter needed
     assert again.returncode == 0, again.stderr[-3000:]
     assert (tmp_path / "w" / "result.json").is_file()
 

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import result_record, wait_until_training
+from helpers import result_record, run_module_in_process, wait_until_training
 
 from lra import attention, cluster, leaderboard, skip_check, subprocess_executor, sweep
 from lra import config as config_lib
@@ -306,7 +306,7 @@ def test_tiny_sweep_killed_then_rerun_finishes_only_what_is_missing(tmp_path):
     finished_before = {p.name for p in runs.glob("*.json")}
     assert 1 <= len(finished_before) < 4
 
-    second = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    second = run_module_in_process(cmd)  # the re-run: this process, its cells in theirs
     assert second.returncode == 0, second.stderr[-3000:]
     assert second.stderr.count(": skipped (result ") == len(finished_before)
     assert second.stderr.count(": done in ") == 4 - len(finished_before)
@@ -324,7 +324,7 @@ def test_tiny_sweep_killed_then_rerun_finishes_only_what_is_missing(tmp_path):
         cell = row.split(" | ")[1]
         assert re.search(r"\(2\)( \d/2 at chance)?$", cell.rstrip("* ≈†")) and " ± " in cell, row
 
-    again = subprocess.run([*cmd, "--dry-run"], capture_output=True, text=True, timeout=120)
+    again = run_module_in_process([*cmd, "--dry-run"])
     assert again.returncode == 0 and "0 run, 0 resume, 4 skip, 0 conflict (4 cells)" in again.stdout
 
 
@@ -347,7 +347,7 @@ def test_sigterm_passes_to_the_cell_which_checkpoints_the_sweep_exits_75_and_the
     assert "SIGTERM: sweep stopped with 1 cells unfinished" in err
     log = (tmp_path / "wd" / "listops-softmax-tiny-seed0" / "sweep.log").read_text()
     assert "SIGTERM: checkpoint saved at step " in log
-    again = subprocess.run([*cmd, "--dry-run"], capture_output=True, text=True, timeout=120)
+    again = run_module_in_process([*cmd, "--dry-run"])
     assert again.returncode == 0 and "0 run, 1 resume, 0 skip" in again.stdout, again.stdout
 
 BROKEN_FAMILY = '''

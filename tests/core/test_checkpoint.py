@@ -28,7 +28,7 @@ from helpers import (
     prepare_tiny_listops_cli,
     read_result,
     run_in_process,
-    run_ok,
+    run_ok_in_process,
     tiny_run_args,
     tiny_run_cmd,
 )
@@ -205,7 +205,7 @@ def test_sigkill_then_resume_is_bit_identical(tmp, norm):
     resume is checked bit for bit after a stop at every stage (tests/commands/test_run_signals.py)
     and after a requeue (tests/commands/test_cluster.py)."""
     args = [*LONG, "--set", f"model.norm={norm}"]
-    run_ok(tiny_run_cmd(tmp, f"straight-{norm}", *args))
+    run_ok_in_process(tiny_run_cmd(tmp, f"straight-{norm}", *args))  # the kill needs a process
     proc = subprocess.Popen(tiny_run_cmd(tmp, f"killed-{norm}", *args), env=cli_env(1),
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     ckpts = tmp / f"killed-{norm}" / "checkpoints" / "last"
@@ -219,7 +219,7 @@ def test_sigkill_then_resume_is_bit_identical(tmp, norm):
     proc.wait(timeout=60)
     assert proc.returncode == -signal.SIGKILL, "the run finished before it could be killed"
     assert not (tmp / f"killed-{norm}" / "result.json").exists()
-    resumed = run_ok(tiny_run_cmd(tmp, f"killed-{norm}", *args))
+    resumed = run_ok_in_process(tiny_run_cmd(tmp, f"killed-{norm}", *args))
     assert "resuming from step" in resumed.stderr
     a, b = read_result(tmp, f"straight-{norm}")["metrics"], read_result(tmp, f"killed-{norm}")["metrics"]
     assert a["params_sha256"] == b["params_sha256"]

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import cli_env
+from helpers import cli_env, run_module_in_process
 
 from lra import config as config_lib
 from lra import tasks, train
@@ -249,10 +249,11 @@ def test_killed_and_resumed_run_writes_no_step_twice(tmp_path):
            "--results-dir", str(tmp_path / "results"), "--no-progress",
            "--set", f"train.num_steps={STEPS}", "--set", "train.checkpoint_every=10",
            "--set", "train.eval_every=5", "--set", "train.log_every=1"]
-    subprocess.run([sys.executable, "-m", "lra.data", "prepare", "--task", "listops", "--data-dir",
-                    str(tmp_path / "data"), "--set", "min_length=5", "--set", "max_length=40",
-                    "--set", "max_depth=3", "--set", "train_size=256", "--set", "val_size=64",
-                    "--set", "test_size=64"], check=True, timeout=300, capture_output=True)
+    prepared = run_module_in_process([
+        sys.executable, "-m", "lra.data", "prepare", "--task", "listops", "--data-dir",
+        str(tmp_path / "data"), "--set", "min_length=5", "--set", "max_length=40", "--set",
+        "max_depth=3", "--set", "train_size=256", "--set", "val_size=64", "--set", "test_size=64"])
+    assert prepared.returncode == 0, prepared.stderr[-3000:]
     proc = subprocess.Popen(cmd, env=cli_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     ckpts, metrics = tmp_path / "work" / "checkpoints" / "last", tmp_path / "work" / "metrics.jsonl"
     deadline = time.time() + 300
@@ -266,7 +267,7 @@ def test_killed_and_resumed_run_writes_no_step_twice(tmp_path):
     proc.wait(timeout=60)
     assert proc.returncode == -signal.SIGKILL, "the run finished before it could be killed"
     before = max(r["step"] for r in read_jsonl(metrics))
-    resumed = subprocess.run(cmd, env=cli_env(), capture_output=True, text=True, timeout=600)
+    resumed = run_module_in_process(cmd)  # the kill needed a process; the resume does not
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "resuming from step" in resumed.stderr
 

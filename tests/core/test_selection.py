@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import json
 import shlex
-import subprocess
 import sys
 
 import pytest
-from helpers import cli_env, write_grid_result
+from helpers import run_module_in_process, write_grid_result
 
 from lra import selection, sweep
 
@@ -134,13 +133,12 @@ def test_a_tiny_grid_runs_and_selects_on_validation(tmp_path):
            "--set", "train.num_steps=4", "--set", "train.eval_every=2", "--no-leaderboard",
            "--data-dir", str(tmp_path / "data"), "--workdirs", str(tmp_path / "wd"),
            "--results-dir", str(tmp_path / "res")]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env=cli_env())
+    out = run_module_in_process(cmd)  # the sweep here; its cells in their own processes
     assert out.returncode == 0, out.stderr[-3000:]
     assert "Selection on validation" in out.stderr
     records = [json.loads(p.read_text()) for p in (tmp_path / "res" / "runs").glob("*.json")]
     assert sorted(r["config"]["train"]["lr"] for r in records) == [0.0005, 0.05]
     best = max(records, key=lambda r: (r["metrics"]["best_val_accuracy"], -r["config"]["train"]["lr"]))
     chosen = f"chosen train.lr={best['config']['train']['lr']}"
-    again = subprocess.run([*cmd, "--select"], capture_output=True, text=True, timeout=600,
-                           env=cli_env())
+    again = run_module_in_process([*cmd, "--select"])
     assert again.returncode == 0 and chosen in again.stdout, again.stdout + again.stderr

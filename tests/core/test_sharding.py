@@ -7,7 +7,15 @@ import socket
 import subprocess
 
 import pytest
-from helpers import cli_env, prepare_tiny_listops_cli, read_result, run_ok, tiny_run_cmd, train_losses
+from helpers import (
+    cli_env,
+    prepare_tiny_listops_cli,
+    read_result,
+    run_ok,
+    run_ok_in_process,
+    tiny_run_cmd,
+    train_losses,
+)
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +36,7 @@ def test_four_devices_match_one(tmp, attn, norm):
     steps = ["--set", "train.num_steps=8", "--set", "train.log_every=1", "--set",
              "model.dropout=0", "--set", "model.attention_dropout=0", "--set", f"model.norm={norm}"]
     one_dir, four_dir = f"dev1-{attn}-{norm}", f"dev4-{attn}-{norm}"
-    run_ok(tiny_run_cmd(tmp, one_dir, *steps, attn=attn), devices=1)
+    run_ok_in_process(tiny_run_cmd(tmp, one_dir, *steps, attn=attn))  # this process: one device
     run_ok(tiny_run_cmd(tmp, four_dir, *steps, attn=attn), devices=4)
     one, four = train_losses(tmp, one_dir), train_losses(tmp, four_dir)
     assert len(one) == len(four) == 8
@@ -53,7 +61,7 @@ def _free_port() -> int:
 def test_two_processes_train_like_one(tmp):
     steps = ["--set", "train.num_steps=6", "--set", "train.log_every=1", "--set",
              "model.dropout=0", "--set", "model.attention_dropout=0"]
-    run_ok(tiny_run_cmd(tmp, "single", *steps), devices=1)
+    run_ok_in_process(tiny_run_cmd(tmp, "single", *steps))  # this process: one device
     port = _free_port()
     procs = [subprocess.Popen(
         tiny_run_cmd(tmp, "multi", *steps, "--coordinator", f"127.0.0.1:{port}", "--num-processes", "2",

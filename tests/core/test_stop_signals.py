@@ -9,7 +9,14 @@ import sys
 import time
 
 import pytest
-from helpers import cli_env, prepare_tiny_listops_cli, read_result, run_ok, tiny_run_cmd, wait_until_training
+from helpers import (
+    cli_env,
+    prepare_tiny_listops_cli,
+    read_result,
+    run_module_in_process,
+    tiny_run_cmd,
+    wait_until_training,
+)
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +71,8 @@ def test_sigterm_before_the_first_step_stops_at_once_and_exits_75(tmp):
     last = tmp / "term-setup" / "checkpoints" / "last"
     assert not last.exists() or not [p for p in last.iterdir() if p.name.isdigit()]
     assert not (tmp / "term-setup" / "result.json").exists()
-    again = run_ok(cmd)
+    again = run_module_in_process(cmd)  # the re-run: no signal, no new interpreter needed
+    assert again.returncode == 0, again.stderr[-3000:]
     assert "resuming" not in again.stderr
     assert read_result(tmp, "term-setup")["metrics"]["steps"] == 2
 
@@ -134,7 +142,9 @@ def test_sigterm_while_lra_run_generates_data_stops_it_and_the_rerun_goes_on(tmp
         assert not list(data.rglob("metadata/1.npy"))
     assert not (tmp_path / "w" / "checkpoints").exists()
 
-    again = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=cli_env(1))
+    # The re-run, in this process where it can be (Pathfinder's needs the script's smaller batches)
+    again = (run_module_in_process(cmd) if task == "listops" else
+             subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=cli_env(1)))
     assert again.returncode == 0, again.stderr[-3000:]
     if task == "listops":
         assert f"ListOps: going on from the {kept} finished shards" in again.stderr

@@ -22,19 +22,35 @@ def test_without_wandb_the_flag_is_one_clear_error(tmp_path, monkeypatch):
         tracker.Wandb("p", tmp_path, name="n", config={})
 
 
-@pytest.mark.slow
-def test_offline_run_logs_the_scalars_the_summary_and_the_config(tmp_path):
+def _offline_cmd(root, work, results, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "lra.run", "--task", "listops", "--attn", "softmax",
+            "--preset", "tiny", "--data-dir", str(root / "data"), "--workdir", str(work),
+            "--results-dir", str(results), "--no-progress", "--wandb", "lra-tests",
+            "--wandb-entity", "a-lab", "--wandb-group", "sweep-7", "--wandb-tags", "lra,ci",
+            *SMALL_LISTOPS, "--set", "train.num_steps=4", "--set", "train.eval_every=2",
+            "--set", "train.log_every=1", *extra]
+
+
+def _offline_env(root) -> dict[str, str]:
+    return cli_env(WANDB_MODE="offline", WANDB_SILENT="true", WANDB_DIR=str(root))
+
+
+@pytest.fixture(scope="module")
+def offline_run(tmp_path_factory):
+    """One ``lra.run --wandb`` in its own process with wandb itself, offline: (root, workdir); the
+    two tests below read it (the second re-runs a copy with --force)."""
     pytest.importorskip("wandb")
-    work = tmp_path / "work"
-    cmd = [sys.executable, "-m", "lra.run", "--task", "listops", "--attn", "softmax",
-           "--preset", "tiny", "--data-dir", str(tmp_path / "data"), "--workdir", str(work),
-           "--results-dir", str(tmp_path / "res"), "--no-progress", "--wandb", "lra-tests",
-           "--wandb-entity", "a-lab", "--wandb-group", "sweep-7", "--wandb-tags", "lra,ci",
-           *SMALL_LISTOPS, "--set", "train.num_steps=4", "--set", "train.eval_every=2",
-           "--set", "train.log_every=1"]
-    env = cli_env(WANDB_MODE="offline", WANDB_SILENT="true", WANDB_DIR=str(tmp_path))
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path)
+    root = tmp_path_factory.mktemp("wandb")
+    work = root / "work"
+    out = subprocess.run(_offline_cmd(root, work, root / "res"), capture_output=True, text=True, timeout=600,
+                         env=_offline_env(root), cwd=root)
     assert out.returncode == 0, out.stderr[-3000:]
+    return root, work
+
+
+@pytest.mark.slow
+def test_offline_run_logs_the_scalars_the_summary_and_the_config(offline_run):
+    root, work = offline_run
     run_id = (work / tracker.ID_FILE).read_text().strip()
     (log,) = (work / "wandb").glob(f"offline-run-*-{run_id}/run-{run_id}.wandb")
     data = log.read_bytes()  # protobuf records: the keys are stored as plain strings
@@ -43,7 +59,7 @@ def test_offline_run_logs_the_scalars_the_summary_and_the_config(tmp_path):
                 b"sweep-7", b"a-lab", b"ci"):
         assert key in data, key
     # the result file leads back to the wandb run (fails on a05bdf0: no tracker field)
-    (result,) = (tmp_path / "res" / "runs").glob("*.json")
+    (result,) = (root / "res" / "runs").glob("*.json")
     assert json.loads(result.read_text())["tracker"] == {
         "name": "wandb", "run_id": run_id, "project": "lra-tests", "entity": "a-lab",
         "group": "sweep-7", "tags": ["lra", "ci"]}
@@ -137,21 +153,17 @@ def test_force_moves_the_wandb_run_aside_so_the_rerun_is_a_new_wandb_run(tmp_pat
 
 
 @pytest.mark.slow
-def test_a_forced_rerun_logs_to_a_new_wandb_run(tmp_path):
-    """The same through ``lra.run --force`` with wandb itself (offline). Fails on a05bdf0: one run
-    id for both runs and one ``wandb/`` folder holding both."""
-    pytest.importorskip("wandb")
+def test_a_forced_rerun_logs_to_a_new_wandb_run(offline_run, tmp_path):
+    """The same through ``lra.run --force`` with wandb itself (offline), on a copy of the run above.
+    Fails on a05bdf0: one run id for both runs and one ``wandb/`` folder holding both."""
+    import shutil
+
+    root, finished = offline_run
     work = tmp_path / "work"
-    cmd = [sys.executable, "-m", "lra.run", "--task", "listops", "--attn", "softmax",
-           "--preset", "tiny", "--data-dir", str(tmp_path / "data"), "--workdir", str(work),
-           "--results-dir", str(tmp_path / "res"), "--no-progress", "--wandb", "lra-tests",
-           *SMALL_LISTOPS, "--set", "train.num_steps=2", "--set", "train.eval_every=2"]
-    env = cli_env(WANDB_MODE="offline", WANDB_SILENT="true", WANDB_DIR=str(tmp_path))
-    first = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
-    assert first.returncode == 0, first.stderr[-3000:]
+    shutil.copytree(finished, work)
     first_id = (work / tracker.ID_FILE).read_text().strip()
-    again = subprocess.run([*cmd, "--force"], capture_output=True, text=True, timeout=600,
-                           env=env)
+    again = subprocess.run(_offline_cmd(root, work, tmp_path / "res", "--force"),
+                           capture_output=True, text=True, timeout=600, env=_offline_env(tmp_path))
     assert again.returncode == 0, again.stderr[-3000:]
     second_id = (work / tracker.ID_FILE).read_text().strip()
     assert second_id != first_id

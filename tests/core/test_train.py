@@ -1,13 +1,12 @@
 """The trainer's pieces: schedules, batching, one step, overfitting, gradient accumulation."""
 
-import subprocess
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
-from helpers import cli_env, prepare_tiny_listops_cli, tiny_run_cmd
+from helpers import prepare_tiny_listops_cli, run_module_in_process, tiny_run_cmd
 
 from lra import config as config_lib
 from lra import sharding, tasks
@@ -202,7 +201,7 @@ def test_batch_statistics_left_in_rest_are_refused(listops_tiny):
 
 
 # ----------------------------------------------------------------------------------------------
-# The trainer with a real process: a NaN stops the run at its step.
+# The command end to end: a NaN stops the run at its step.
 
 
 @pytest.fixture(scope="module")
@@ -215,7 +214,7 @@ def test_nan_stops_with_the_step_and_keeps_the_last_good_checkpoint(tmp):
     cmd = tiny_run_cmd(tmp, "nan", "--set", "train.lr=1e9", "--set", "train.schedule=constant",
                        "--set", "train.warmup_steps=1", "--set", "train.num_steps=200",
                        "--set", "train.checkpoint_every=1", "--set", "train.weight_decay=0")
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=cli_env(1))
+    out = run_module_in_process(cmd)
     assert out.returncode == 1
     assert "non-finite" in out.stderr and "at step" in out.stderr
     assert "last good checkpoint" in out.stderr or "no checkpoint" in out.stderr
