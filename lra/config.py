@@ -497,10 +497,19 @@ _BUILD_VERDICTS: dict[tuple[type, str], str] = {}  # "" = builds; else the Confi
 
 def _abstract_build_error(name: str, args: dict[str, Any]) -> str:
     """Build family ``name`` with ``args`` abstractly; "" if it builds, else what is wrong."""
-    from flax import nnx  # only here: keeps `--help` light
+    import jax  # only here: keeps `--help` light
+    from flax import nnx
+
+    # The random streams are made in an outer abstract trace (no array is made: the XLA backend
+    # stays untouched, as jax.distributed.initialize needs in a multi-process run) and come into
+    # the build as an argument. Each draw then updates a count that is an input of the build's
+    # trace, and the AttributeError Flax provokes on it and discards (``Variable.set_value`` reads
+    # the tracer's ``.sharding``) no longer pretty-prints the whole jaxpr into its message.
+    def build(rngs):
+        attention.build(name, rngs=rngs, **args)
 
     try:
-        nnx.eval_shape(lambda: attention.build(name, rngs=nnx.Rngs(0), **args))
+        jax.eval_shape(lambda: nnx.eval_shape(build, nnx.Rngs(0)))
     except (ValueError, TypeError, AssertionError) as err:
         return f"attn.* of {name}: {err}"
     except Exception as err:  # a family whose build fails for another reason: its own bug
