@@ -67,6 +67,8 @@ def _check_header(record: Any) -> None:
     files = chosen.get("files")
     if not isinstance(files, list) or not files:
         raise ResultFileError("chosen.files: expected a non-empty list of result file names")
+    if not isinstance(record.get("overrides", {}), dict):
+        raise ResultFileError("overrides: expected an object of config keys and values")
     candidates = record.get("candidates", [])
     if not isinstance(candidates, list) or not all(
             isinstance(c, dict) and isinstance(c.get("files"), list) for c in candidates):
@@ -74,7 +76,8 @@ def _check_header(record: Any) -> None:
 
 
 def _check_chosen_run(where: str, run: dict[str, Any], record: dict[str, Any]) -> None:
-    """The run is of the selection's task, family, preset and protocol, at the chosen values."""
+    """The run is of the selection's task, family, preset and protocol, at the chosen values and
+    the selection's overrides."""
     name = run["_file"]
     if (run["task"], run["attention"], run["preset"], protocol(run)) != (
             record["task"], record["attention"], record["preset"], record["protocol"]):
@@ -85,6 +88,10 @@ def _check_chosen_run(where: str, run: dict[str, Any], record: dict[str, Any]) -
         if key not in cfg or not identity.same(cfg[key], value):
             has = f"{key}={cfg[key]}" if key in cfg else f"no {key}"
             raise ResultFileError(f"{where}: {name} has {has}, not the chosen {key}={value}")
+    for key, value in record.get("overrides", {}).items():
+        if key not in cfg or not identity.same(cfg[key], value):
+            has = f"{key}={cfg[key]}" if key in cfg else f"no {key}"
+            raise ResultFileError(f"{where}: {name} has {has}, not the selection's {key}={value}")
 
 
 def _check_one_point(runs: list[dict[str, Any]]) -> None:
@@ -145,8 +152,10 @@ def load(results_dir: Path, result_set: reader.ResultSet,
 
 
 def _row(selection: dict[str, Any]) -> str:
+    """``family [chosen values]``, and ``; overrides`` inside the brackets where it has any."""
     values = ", ".join(f"{k}={v}" for k, v in selection["chosen"]["values"].items())
-    return f"{selection['attention']} [{values}]"
+    fixed = ", ".join(f"{k}={v}" for k, v in sorted(selection.get("overrides", {}).items()))
+    return f"{selection['attention']} [{values}{'; ' + fixed if fixed else ''}]"
 
 
 def section(selections: list[dict[str, Any]], headline: dict[str, str],

@@ -47,6 +47,32 @@ def test_modern_reports_the_best_validation_step_headline():
     assert s.test == [0.3]
 
 
+def test_a_grid_with_fixed_overrides_is_chosen_and_kept_apart_from_the_presets(tmp_path):
+    """Issue 57: ``lra.sweep --set data.form=bidirectional --grid train.lr=...`` chose among the
+    causal and bidirectional runs of MQAR together and kept its choice under the preset grid's
+    name, replacing it. The keys where the runs differ from their preset (the reader's ``_diff``),
+    outside the grid's, now separate the choices and name their files; a preset grid's file keeps
+    its name and bytes (no ``overrides`` key)."""
+    def mqar(lr, val, form=None):
+        rec = record(lr, 0, val, val)
+        rec.update(task="mqar", _diff={"train.lr": lr, **({"data.form": form} if form else {})})
+        return rec
+
+    records = [mqar(1e-3, 0.9), mqar(1e-2, 0.5),  # causal: the preset's form
+               mqar(1e-3, 0.2, "bidirectional"), mqar(1e-2, 0.7, "bidirectional")]
+    causal, bidirectional = selection.select(records, ["train.lr"])
+    assert (causal.overrides, causal.chosen.values) == ((), (("train.lr", 1e-3),))
+    assert bidirectional.overrides == (("data.form", "bidirectional"),)
+    assert bidirectional.chosen.values == (("train.lr", 1e-2),)
+    assert "mqar/softmax (small, lra protocol) with data.form=bidirectional: chosen train.lr=0.01" \
+        in selection.render([bidirectional])
+    paths = selection.write(tmp_path, [causal, bidirectional], ["train.lr"])
+    assert [p.name for p in paths] == ["mqar__softmax__small__lra.json",
+                                       "mqar__softmax__small__lra__data.form=bidirectional.json"]
+    assert "overrides" not in json.loads(paths[0].read_text())
+    assert json.loads(paths[1].read_text())["overrides"] == {"data.form": "bidirectional"}
+
+
 @pytest.mark.parametrize("flags, message", [
     (["train.lr"], "expected KEY=V1,V2"),
     (["train.lr="], "expected KEY=V1,V2"),
@@ -83,6 +109,7 @@ def test_axes_multiply_the_cells_and_keep_them_apart(tmp_path, capsys):
 TINY = ["--preset", "tiny", "--set", "data.train_size=64", "--set", "data.val_size=16",
         "--set", "data.test_size=16"]
 GRID = ["--task", "listops", "--attn", "softmax", "--seeds", "0", *TINY, "--grid", "train.lr=1e-3,3e-3"]
+TINY_SIZES = "data.test_size=16,data.train_size=64,data.val_size=16"  # TINY's overrides, as named
 
 
 def test_a_shard_never_decides_the_grids_choice(tmp_path, capsys):
@@ -95,7 +122,8 @@ def test_a_shard_never_decides_the_grids_choice(tmp_path, capsys):
     flags = [*GRID, "--results-dir", str(res), "--workdirs", str(tmp_path / "wd"),
              "--no-leaderboard"]
     seed0 = ["--task", "listops", "--attn", "softmax", "--seed", "0", *TINY]
-    kept = res / "selections" / "listops__softmax__tiny__lra.json"
+    # TINY's data sizes are not the preset's: the selection is kept under their names
+    kept = res / "selections" / f"listops__softmax__tiny__lra__{TINY_SIZES}.json"
     # shard 0 finishes first (its cell's result is there: skipped), the other shard's is not done
     write_grid_result(res, "lr1e-3.json", [*seed0, "--set", "train.lr=1e-3"], val=0.40, test=0.20)
     assert sweep.main([*flags, "--shard", "0/2"]) == 0

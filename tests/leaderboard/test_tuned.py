@@ -12,6 +12,10 @@ from lra.leaderboard.build import build_all
 
 TINY = ["--preset", "tiny", "--set", "data.train_size=64", "--set", "data.val_size=16",
         "--set", "data.test_size=16"]
+# TINY's sizes are not the preset's: every selection here has them as its overrides, in its file
+# name and in its rows' labels.
+KEPT = "listops__softmax__tiny__lra__data.test_size=16,data.train_size=64,data.val_size=16.json"
+SIZES = "; data.test_size=16, data.train_size=64, data.val_size=16"
 
 
 def _argv(attn, seed, lr):
@@ -40,13 +44,13 @@ def test_the_selection_is_kept_and_shown_as_its_own_table(tmp_path, capsys):
     res = _results(tmp_path)
     assert _select(tmp_path, res, "softmax,linear") == 0
     assert "selection kept in" in capsys.readouterr().out
-    kept = json.loads((res / "selections" / "listops__softmax__tiny__lra.json").read_text())
+    kept = json.loads((res / "selections" / KEPT).read_text())
     assert kept["chosen"]["values"] == {"train.lr": 0.003}
     assert sorted(kept["chosen"]["files"]) == ["softmax-3e-3-0.json", "softmax-3e-3-1.json"]
     out = build_all(res, [])
     tuned = out["markdown"].split("## Tuned on validation")[1].split("\n## ")[0]
-    assert "| softmax [train.lr=0.003] | **35.00 ± 0.00" in tuned
-    assert "| linear [train.lr=0.001] | " in tuned and "1e-3" not in tuned
+    assert f"| softmax [train.lr=0.003{SIZES}] | **35.00 ± 0.00" in tuned
+    assert f"| linear [train.lr=0.001{SIZES}] | " in tuned and "1e-3" not in tuned
     # the preset's table is untouched by the selection: the tuned rows are only variants there
     measured = out["markdown"].split("## Tuned on validation")[0]
     assert "| softmax |" not in measured  # no preset run at all in this folder
@@ -61,7 +65,7 @@ def test_a_selection_naming_a_file_that_is_not_there_is_skipped_with_one_line(tm
     skipped: list[str] = []
     out = build_all(res, skipped)
     [line] = [s for s in skipped if "selections" in s]
-    assert "listops__softmax__tiny__lra.json: chosen.files[" in line
+    assert f"{KEPT}: chosen.files[" in line
     assert "'softmax-3e-3-1.json' is not a valid result file of runs/ here" in line
     assert "## Tuned on validation" not in out["markdown"]
 
@@ -101,7 +105,7 @@ def test_a_selection_whose_runs_were_superseded_is_stale_and_skipped(tmp_path):
     grid point that was not chosen makes the choice stale too (it was made on the old number)."""
     res = _results(tmp_path)
     assert _select(tmp_path, res, "softmax") == 0
-    assert "| softmax [train.lr=0.003] | **35.00" in _tuned(res)[0]
+    assert f"| softmax [train.lr=0.003{SIZES}] | **35.00" in _tuned(res)[0]
     for rerun, point in (("softmax-3e-3-1-rerun.json", ("3e-3", 1, 0.40, 0.20)),
                          ("softmax-1e-3-0-rerun.json", ("1e-3", 0, 0.90, 0.50))):
         _rerun(res, "softmax", *point, rerun)
@@ -121,7 +125,10 @@ def test_a_selection_whose_runs_were_superseded_is_stale_and_skipped(tmp_path):
     (lambda s: s["chosen"].update(values={"train.lr": 0.003, "train.warmup_steps": 7}),
      "has train.warmup_steps=5, not the chosen train.warmup_steps=7"),
     (lambda s: s["chosen"]["files"].append("other-data-3e-3-2.json"), "runs of 2 grid points"),
-], ids=["a-seed-twice", "a-value-no-run-has", "a-key-no-run-has", "two-grid-points"])
+    (lambda s: s["overrides"].update({"data.train_size": 32}),
+     "has data.train_size=64, not the selection's data.train_size=32"),
+], ids=["a-seed-twice", "a-value-no-run-has", "a-key-no-run-has", "two-grid-points",
+        "an-override-no-run-has"])
 def test_a_selection_is_trusted_no_further_than_its_runs_say(tmp_path, edit, message):
     """Issue 52 item 3, fails on 69b79f7: one file listed twice counted as n=2, files of two grid
     points were averaged under one label, a label whose values no listed run has was published."""
@@ -132,7 +139,7 @@ def test_a_selection_is_trusted_no_further_than_its_runs_say(tmp_path, edit, mes
                                val=0.4, test=0.4)
     record["data"]["fingerprint"] = result_record(record["config"])["data"]["fingerprint"]
     (res / "runs" / "other-data-3e-3-2.json").write_text(json.dumps(record))
-    path = res / "selections" / "listops__softmax__tiny__lra.json"
+    path = res / "selections" / KEPT
     kept = json.loads(path.read_text())
     edit(kept)
     path.write_text(json.dumps(kept))
