@@ -84,14 +84,12 @@ def _check_chosen_run(where: str, run: dict[str, Any], record: dict[str, Any]) -
         raise ResultFileError(f"{where}: {name} is a run of another task, family, preset or "
                               f"protocol")
     cfg = lra_config.flatten(lra_config.with_protocol(run["config"]))
-    for key, value in record["chosen"]["values"].items():
-        if key not in cfg or not identity.same(cfg[key], value):
-            has = f"{key}={cfg[key]}" if key in cfg else f"no {key}"
-            raise ResultFileError(f"{where}: {name} has {has}, not the chosen {key}={value}")
-    for key, value in record.get("overrides", {}).items():
-        if key not in cfg or not identity.same(cfg[key], value):
-            has = f"{key}={cfg[key]}" if key in cfg else f"no {key}"
-            raise ResultFileError(f"{where}: {name} has {has}, not the selection's {key}={value}")
+    for whose, values in (("the chosen", record["chosen"]["values"]),
+                          ("the selection's", record.get("overrides", {}))):
+        for key, value in values.items():
+            if key not in cfg or not identity.same(cfg[key], value):
+                has = f"{key}={cfg[key]}" if key in cfg else f"no {key}"
+                raise ResultFileError(f"{where}: {name} has {has}, not {whose} {key}={value}")
 
 
 def _check_one_point(runs: list[dict[str, Any]]) -> None:
