@@ -9,7 +9,11 @@ them (measured side by side: the s5/lru memory tests 13-14 s -> 6.5 s each, the 
 device-check subprocess tests 28-36 s -> 18-21 s), and ``--xla_cpu_use_fusion_emitters=false`` (XLA:CPU's
 older loop emitters for fusions, quicker to compile) takes another third off (2026-12-05, one
 process: five families' contract tests 36 s -> 22 s, a tiny ``lra.run`` without the cache 5.6 s ->
-4.6 s); the whole suite passes under both. Neither is set outside the tests. The flags are set
+4.6 s); ``--xla_cpu_parallel_codegen_split_count=1`` makes LLVM compile each program as one module
+instead of splitting it for several threads, which spends more CPU on two cores shared by two test
+workers than it saves in wall time (2026-12-07, ten families' layer gradients compiled in one
+process, three runs each: 6.2-7.0 -> 4.8-5.3 CPU-seconds). The whole suite passes under all three,
+and none changes what a program computes. None is set outside the tests. The flags are set
 before jax is imported and reach the CLI subprocesses the tests start through the environment
 (tests/helpers.py ``cli_env``, which also adds a device count for tests that need several devices).
 """
@@ -24,7 +28,7 @@ import pytest
 # YNN fusions off: their scratch memory is invisible to memory_analysis (tests/attention/test_memory.py).
 # A flag already in XLA_FLAGS keeps its value (e.g. set the level to compare timings).
 _FLAGS = ("--xla_cpu_experimental_ynn_fusion_type=", "--xla_backend_optimization_level=0",
-          "--xla_cpu_use_fusion_emitters=false")
+          "--xla_cpu_use_fusion_emitters=false", "--xla_cpu_parallel_codegen_split_count=1")
 _given = os.environ.get("XLA_FLAGS", "")
 os.environ["XLA_FLAGS"] = " ".join([_given, *(f for f in _FLAGS if f.split("=")[0] not in _given)]).strip()
 
@@ -39,6 +43,14 @@ if _OWN_CACHE:
     os.environ["JAX_COMPILATION_CACHE_DIR"] = tempfile.mkdtemp(prefix="lra-tests-xla-")
     os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
     os.environ["JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"] = "0"
+
+# Bytecode for the session's processes. An environment that sets PYTHONDONTWRITEBYTECODE (this
+# project's 2-core host does) makes every process the suite starts, and each xdist worker,
+# compile the project's modules from source again, and pytest rewrite every test module again in
+# each worker: about 0.3 CPU-seconds a process over some 190 processes. The workers and the CLI
+# subprocesses inherit this environment, so they write and read ``__pycache__`` (ignored by git)
+# as Python does by default; the installed packages already carry theirs.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 import jax  # noqa: E402
 

@@ -73,12 +73,13 @@ def lower_for_cuda(fn, *args) -> str:
 
 
 def trainer_steps(family: str, *overrides: str):
-    """The trainer's jitted train and eval steps for ``family`` on ListOps at a tiny size, bfloat16,
-    dropout on (abstract state: nothing is allocated), and their arguments."""
+    """The trainer's jitted train and eval steps for ``family`` on ListOps at a tiny size (one
+    block: a second lowers the same code again), bfloat16, dropout on (abstract state: nothing is
+    allocated), and their arguments."""
     config = config_lib.load("listops", family, preset="tiny", seed=0, overrides=[
         "model.dtype=bfloat16", "model.dropout=0.1", "model.attention_dropout=0.1",
         f"model.emb_dim={DIM}", f"model.qkv_dim={DIM}", f"model.num_heads={HEADS}",
-        "model.mlp_dim=64", "model.num_layers=2", f"train.batch_size={B}", *overrides])
+        "model.mlp_dim=64", "model.num_layers=1", f"train.batch_size={B}", *overrides])
     task = tasks.build(config.task, Path("."), **config.data)  # facts only: reads no files
     mesh = sharding.make_mesh()
     setup = create_train_state(config, task, mesh, init="abstract", max_len=L)
@@ -136,11 +137,11 @@ def test_softmax_training_lowers_blocked_when_the_scores_do_not_fit(gpu_rules):
     from lra.attention.softmax import decisions
 
     with _platform.target("gpu", memory_free=10**5):  # the scores need 0.44 MB
-        train, _ = trainer_steps("softmax", "attn.block_size=16")  # 5 key blocks: a loop
+        train, _ = trainer_steps("softmax", "attn.block_size=16", "model.num_layers=2")  # 5 key blocks
         text = lower_for_cuda(*train)
         assert "stablehlo.while" in text
         assert decisions()[-1]["impl"] == "blocked" and decisions()[-1]["layers"] == 2
-        lower_for_cuda(*trainer_steps("softmax", "model.remat=true")[0])
+        lower_for_cuda(*trainer_steps("softmax", "model.remat=true", "model.num_layers=2")[0])
         assert decisions()[-1]["layers"] == 1
 
 

@@ -78,20 +78,21 @@ def test_sigterm_before_the_first_step_stops_at_once_and_exits_75(tmp):
 
 
 # Sizes for a generation of a few seconds on two cores, long enough to be stopped mid-way: ListOps
-# makes 8200 trees in 33 shards of 256; Pathfinder 400 images in two batches of 200. The archive's
-# batches hold 1000 images: _BATCHES_OF_200 makes the generator's batch (what it keeps) and its unit
-# of work smaller in the run's own process, so the test generates a fifth of the images it needed
-# with batches of 1000, and batch 1 cannot be finished before the stop sent after batch 0 lands.
+# makes 8200 trees in 33 shards of 256; Pathfinder 200 images in two batches of 100. The archive's
+# batches hold 1000 images: _BATCHES_OF_100 makes the generator's batch (what it keeps) and its unit
+# of work smaller in the run's own process, so the test generates a tenth of the images it needed
+# with batches of 1000, and batch 1 cannot be finished before the stop sent after batch 0 lands
+# (at most 40 of its 100 images are in flight then: 4 units of 5 images a worker, two workers).
 _GENERATION = {
     "listops": {"train_size": 8000, "val_size": 100, "test_size": 100, "min_length": 100,
                 "max_length": 400, "max_depth": 6},
-    "pathfinder": {"num_images": 400},
+    "pathfinder": {"num_images": 200},
 }
-_BATCHES_OF_200 = """
+_BATCHES_OF_100 = """
 import sys
 import lra.tasks._pathfinder_gen as gen
-gen.BATCH_SIZE = 200  # more than the images in flight (4 units of _CHUNK images a worker)
-gen._CHUNK[32] = 10
+gen.BATCH_SIZE = 100  # more than the images in flight (4 units of _CHUNK images a worker)
+gen._CHUNK[32] = 5
 from lra.run import main
 sys.exit(main(sys.argv[1:]))
 """
@@ -110,7 +111,7 @@ def test_sigterm_while_lra_run_generates_data_stops_it_and_the_rerun_goes_on(tmp
 
     options = _GENERATION[task]
     data = tmp_path / "data"
-    start = ["-m", "lra.run"] if task == "listops" else ["-c", _BATCHES_OF_200]
+    start = ["-m", "lra.run"] if task == "listops" else ["-c", _BATCHES_OF_100]
     cmd = [sys.executable, *start, "--task", task, "--attn", "softmax", "--preset",
            "tiny", "--data-dir", str(data), "--workdir", str(tmp_path / "w"), "--results-dir",
            str(tmp_path / "results"), "--no-progress", "--set", "train.num_steps=2",
@@ -150,7 +151,7 @@ def test_sigterm_while_lra_run_generates_data_stops_it_and_the_rerun_goes_on(tmp
         assert f"ListOps: going on from the {kept} finished shards" in again.stderr
         assert not list(data.rglob(".listops-shards"))  # gone once the files are written
     else:
-        assert "generating 200 of 400 images" in again.stderr and "(it has 200)" in again.stderr
+        assert "generating 100 of 200 images" in again.stderr and "(it has 100)" in again.stderr
         after = first.stat()  # not made again
         assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
 
