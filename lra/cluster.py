@@ -496,6 +496,7 @@ def submit_on_slots(executor, fns, slots: list[Slot], poll_s: float = 0.5,
     free, running, jobs = list(slots), [], []
     for n, fn in enumerate(fns):
         while not free:
+            stop_signals.poll()
             time.sleep(poll_s)
             for job, slot in list(running):
                 if job.done():
@@ -600,6 +601,7 @@ def _wait(job, poll_s: float) -> Any:
                     return Outcome("interrupted", f"job {job.job_id} left the queue without a "
                                                   f"result (see its stderr file)")
                 break
+        stop_signals.poll()  # a Ctrl-C whose raise was lost (see there) still ends the wait
         time.sleep(poll_s)
     try:
         return job.result()

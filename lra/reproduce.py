@@ -344,6 +344,7 @@ def _main(argv: list[str] | None) -> int:
     except (UnknownRowError, sweep.SweepError, config_lib.ConfigError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    stop_signals.poll()  # a signal during the imports whose raise Python dropped: stop here
     code = 0
     if not args.no_run:
         sweep_argv = ["--task", row.task, "--attn", row.family, "--seeds", args.seeds,

@@ -101,6 +101,17 @@ def raising() -> Iterator[StopSignals]:
             stops.raise_at_once = False
 
 
+def poll() -> None:
+    """Under ``raising``, a safe point for loops: raise ``Stopped`` if a stop signal came but its
+    raise was lost. Python drops an exception raised where nothing can catch it (a weakref
+    callback such as the import system's module-lock cleanup, ``__del__``, a garbage-collector
+    callback: "Exception ignored in ..."); a handler that ran there set the flag and nothing else.
+    Outside ``raising`` it does nothing: there the caller looks at the flag at its own safe points
+    (the trainer makes data under ``handling`` and stops after it)."""
+    if _CURRENT.raise_at_once and _CURRENT.requested:
+        raise Stopped(_CURRENT.requested)
+
+
 def check(stops: StopSignals, stage: str) -> None:
     """A safe point: raise ``Stopped`` if a stop signal came (after ``test_hook(stage)``)."""
     test_hook(stage)

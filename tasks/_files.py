@@ -78,10 +78,14 @@ def ordered_map(fn: Callable[..., Any], arguments: Iterable[tuple], workers: int
     1, else in ``workers`` processes with at most ``window`` calls submitted and not yet yielded.
 
     ``fn`` must be importable by name (a module-level function). Closing the iterator cancels the
-    calls not yet started and waits for the running ones.
+    calls not yet started and waits for the running ones. Under ``lra.stop_signals.raising`` a
+    stop signal whose raise was lost (``stop_signals.poll``) stops it before the next result.
     """
+    from lra import stop_signals
+
     if workers <= 1:
         for args in arguments:
+            stop_signals.poll()
             yield fn(*args)
         return
     # spawn: safe in a process that already runs threads (JAX, tqdm), and the same on every OS.
@@ -92,10 +96,12 @@ def ordered_map(fn: Callable[..., Any], arguments: Iterable[tuple], workers: int
         pending: collections.deque[concurrent.futures.Future] = collections.deque()
         try:
             for args in arguments:
+                stop_signals.poll()
                 pending.append(pool.submit(fn, *args))
                 if len(pending) >= window:
                     yield pending.popleft().result()
             while pending:
+                stop_signals.poll()
                 yield pending.popleft().result()
         finally:
             for future in pending:

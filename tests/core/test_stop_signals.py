@@ -3,6 +3,7 @@ in training saves a checkpoint and exits 75; before the first step it stops at o
 and the same command then trains from step 0.
 """
 
+import os
 import signal
 import subprocess
 import sys
@@ -168,3 +169,62 @@ def test_sigterm_while_lra_run_generates_data_stops_it_and_the_rerun_goes_on(tmp
         built.prepare()  # generates the reference, uninterrupted; finds the resumed data made
         fingerprints.append(data_fingerprint.fingerprint(built.provenance(), where)["sha256"])
     assert fingerprints[0] == fingerprints[1]
+
+
+def _lose_a_sigterm_in_a_weakref_callback(monkeypatch) -> list:
+    """Send SIGTERM from inside a weakref callback, where Python drops what the handler raises
+    ("Exception ignored in ..."), as when the signal lands in the import system's module-lock
+    cleanup. Returns what was dropped."""
+    import os
+    import weakref
+
+    dropped = []
+    monkeypatch.setattr(sys, "unraisablehook", dropped.append)
+
+    class Thing:
+        pass
+
+    def callback(_):
+        os.kill(os.getpid(), signal.SIGTERM)
+        for _ in range(1000):  # the handler runs at the next bytecode boundary: in here
+            pass
+
+    thing = Thing()
+    ref = weakref.ref(thing, callback)  # noqa: F841 (kept alive so that its callback runs)
+    del thing
+    return dropped
+
+
+def test_a_stop_whose_raise_python_dropped_still_stops_the_loops(monkeypatch):
+    """Fails on 3edad69: a SIGINT that landed in the import system's weakref callback while
+    ListOps was generated was dropped, and ``lra.data generate`` made all 20,020 trees and exited 0
+    (a CI run of that commit). ``ordered_map`` now looks at the flag between items."""
+    from lra.tasks._files import ordered_map
+
+    from lra import stop_signals
+
+    with stop_signals.raising() as stops:
+        dropped = _lose_a_sigterm_in_a_weakref_callback(monkeypatch)
+        assert [type(d.exc_value) for d in dropped] == [stop_signals.Stopped]  # it was lost
+        assert stops.requested == "SIGTERM"
+        done = []
+        with pytest.raises(stop_signals.Stopped, match="SIGTERM"):
+            for value in ordered_map(abs, [(-1,), (-2,)], workers=1, window=1):
+                done.append(value)
+        assert done == []
+    assert stop_signals._CURRENT.requested is None  # cleared on the way out
+
+
+def test_poll_is_silent_outside_raising(monkeypatch):
+    """Under ``handling`` (the trainer making data) the flag is the caller's to look at: the
+    generation finishes and the trainer stops at its next safe point."""
+    from lra.tasks._files import ordered_map
+
+    from lra import stop_signals
+
+    with stop_signals.handling() as stops:
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.01)
+        assert stops.requested == "SIGTERM"
+        stop_signals.poll()
+        assert list(ordered_map(abs, [(-1,), (-2,)], workers=1, window=1)) == [1, 2]
