@@ -601,7 +601,7 @@ def _wait(job, poll_s: float) -> Any:
                     return Outcome("interrupted", f"job {job.job_id} left the queue without a "
                                                   f"result (see its stderr file)")
                 break
-        stop_signals.poll()  # a Ctrl-C whose raise was lost (see there) still ends the wait
+        stop_signals.poll()  # a Ctrl-C whose raise Python dropped still ends the wait
         time.sleep(poll_s)
     try:
         return job.result()

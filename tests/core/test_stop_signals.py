@@ -175,7 +175,6 @@ def _lose_a_sigterm_in_a_weakref_callback(monkeypatch) -> list:
     """Send SIGTERM from inside a weakref callback, where Python drops what the handler raises
     ("Exception ignored in ..."), as when the signal lands in the import system's module-lock
     cleanup. Returns what was dropped."""
-    import os
     import weakref
 
     dropped = []
@@ -215,7 +214,7 @@ def test_a_stop_whose_raise_python_dropped_still_stops_the_loops(monkeypatch):
     assert stop_signals._CURRENT.requested is None  # cleared on the way out
 
 
-def test_poll_is_silent_outside_raising(monkeypatch):
+def test_poll_is_silent_outside_raising():
     """Under ``handling`` (the trainer making data) the flag is the caller's to look at: the
     generation finishes and the trainer stops at its next safe point."""
     from lra.tasks._files import ordered_map
